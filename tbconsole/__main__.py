@@ -1,0 +1,5 @@
+import sys
+
+from tbconsole.cli import main
+
+sys.exit(main())

@@ -1,0 +1,177 @@
+"""Harbor environment backed by the local namespace sandbox (no Docker, no network needed).
+
+Load it by import path: ``EnvironmentConfig(import_path="tbconsole.sandbox:LocalSandbox")``
+or ``harbor run -e tbconsole.sandbox:LocalSandbox``.
+
+What a task gets:
+- the host's root filesystem as a private copy-on-write overlay, an empty ``/tmp``, and its
+  ``[environment] workdir`` (default ``/app``) created empty;
+- ``environment/setup.sh``, when the task has one, run as root in the workdir at start: it
+  plays the role a Dockerfile plays elsewhere. Tasks that need a container image
+  (``docker_image`` or ``environment/Dockerfile``) and have no ``setup.sh`` are refused, since
+  the host root is not that image (``ignore_image=true`` runs them anyway);
+- the host's network by default, so agents inside reach a proxy on loopback. A task with
+  ``network_mode = "no-network"`` gets its own network namespace with only its own loopback:
+  nothing outside the sandbox is reachable, the model proxy included, so only agents that
+  run on the host (oracle, terminus-2) can work on such tasks;
+- the task's ``memory_mb`` and ``cpus`` as cgroup limits where the kernel lets us create
+  cgroups; otherwise a warning in the trial log says they were not applied.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.capabilities import EnvironmentCapabilities
+from harbor.environments.options import EnvironmentOptions
+from harbor.models.trial.paths import EnvironmentPaths
+
+from tbconsole.sandbox.namespace import (
+    DEFAULT_ROOT,
+    NamespaceSandbox,
+    SandboxError,
+    SandboxSpec,
+)
+
+SETUP_SCRIPT = "setup.sh"
+DEFAULT_WORKDIR = "/app"
+
+
+class LocalSandboxOptions(EnvironmentOptions):
+    root: str | None = None
+    """Folder holding the sandboxes' overlay layers (default /var/tmp/tbconsole-sandboxes)."""
+    ignore_image: bool = False
+    """Run tasks that ask for a container image on the host root anyway."""
+    workdir: str = DEFAULT_WORKDIR
+    """Working directory for tasks that do not set [environment] workdir."""
+
+
+class LocalSandbox(BaseEnvironment):
+    options_model = LocalSandboxOptions
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._sandbox: NamespaceSandbox | None = None
+        super().__init__(*args, **kwargs)
+
+    @staticmethod
+    def type() -> str:
+        return "tbconsole-local"
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        return EnvironmentCapabilities(disable_internet=True)
+
+    @property
+    def _options(self) -> LocalSandboxOptions:
+        assert isinstance(self.options, LocalSandboxOptions)
+        return self.options
+
+    @property
+    def workdir(self) -> str:
+        return self.task_env_config.workdir or self._options.workdir
+
+    def _validate_definition(self) -> None:
+        if self._options.ignore_image or (self.environment_dir / SETUP_SCRIPT).is_file():
+            return
+        image = self.task_env_config.docker_image
+        dockerfile = (self.environment_dir / "Dockerfile").is_file()
+        if image or dockerfile:
+            what = f"the image {image}" if image else "environment/Dockerfile"
+            raise ValueError(
+                f"Task '{self.environment_name}' needs {what}, but the local sandbox runs on "
+                "this machine's root filesystem and builds no images. Add "
+                "environment/setup.sh to prepare the task on the host root, run it with a "
+                "container environment (e.g. docker, e2b), or pass ignore_image=true to try it "
+                "on the host root as is."
+            )
+
+    async def start(self, force_build: bool) -> None:
+        spec = SandboxSpec(
+            name=self.session_id,
+            workdir=self.workdir,
+            isolate_network=self._network_disabled,
+            memory_mb=self._effective_memory_mb,
+            cpus=self._effective_cpus,
+            root=Path(self._options.root) if self._options.root else DEFAULT_ROOT,
+        )
+        self._sandbox = NamespaceSandbox(spec)
+        await self._sandbox.start()
+        try:
+            if self._sandbox.limits_note:
+                self.logger.warning(f"{self.session_id}: {self._sandbox.limits_note}")
+            paths = EnvironmentPaths()
+            await self.ensure_dirs([paths.agent_dir, paths.verifier_dir, paths.artifacts_dir])
+            await self._run_setup_script()
+        except BaseException:
+            await self.stop(delete=True)
+            raise
+
+    async def _run_setup_script(self) -> None:
+        if not (self.environment_dir / SETUP_SCRIPT).is_file():
+            return
+        # Copied in (not read from the host path) so tasks under /tmp work; removed afterwards
+        # so the agent does not see how its task was made.
+        staged = f"/run/tbconsole-setup-{uuid.uuid4().hex[:8]}"
+        await self.upload_dir(self.environment_dir, staged)
+        result = await self.exec(
+            f"bash {staged}/{SETUP_SCRIPT}; rc=$?; rm -rf {staged}; exit $rc",
+            cwd=self.workdir, user="root", env={"TASK_ENVIRONMENT_DIR": staged},
+        )
+        if result.return_code != 0:
+            raise RuntimeError(
+                f"environment/{SETUP_SCRIPT} of task '{self.environment_name}' failed "
+                f"(exit {result.return_code}): {(result.stderr or result.stdout or '').strip()[-2000:]}"
+            )
+
+    async def stop(self, delete: bool) -> None:
+        # Always removes everything: a stopped sandbox has no processes, mounts or files left.
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            await sandbox.stop()
+
+    def _require(self) -> NamespaceSandbox:
+        if self._sandbox is None:
+            raise SandboxError("The local sandbox is not running; start() it first.")
+        return self._sandbox
+
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        sink = self._output_callback()
+        try:
+            outcome = await self._require().exec(
+                command,
+                cwd=cwd or self.workdir,
+                env=self._merge_env(env),
+                user=self._resolve_user(user),
+                timeout_sec=timeout_sec or None,
+                on_output=sink,
+            )
+        except TimeoutError as exc:
+            # Same contract as Harbor's Docker environment.
+            raise RuntimeError(str(exc)) from None
+        return ExecResult(
+            stdout=outcome.stdout.decode(errors="replace") or None,
+            stderr=outcome.stderr.decode(errors="replace") or None,
+            return_code=outcome.return_code,
+        )
+
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        await self._require().upload(Path(source_path), target_path)
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        await self._require().upload(Path(source_dir), target_dir)
+
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        await self._require().download(source_path, Path(target_path))
+
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        await self._require().download(source_dir, Path(target_dir))

@@ -1,0 +1,469 @@
+"""A throw-away Linux sandbox: an overlay of the host root held open by one namespace process.
+
+Why this shape: Harbor's agents expect a long-lived machine (a tmux server started by one
+command must still be there for the next), and we have neither Docker nor a network. So each
+sandbox is one *holder* process, PID 1 of fresh pid/mount/uts/ipc (and optionally net)
+namespaces, chrooted into an overlayfs whose lower layer is the host root and whose upper layer
+is a per-sandbox folder. Every command joins those namespaces with ``nsenter``.
+
+Nothing leaks by construction:
+- all mounts live only in the holder's private mount namespace, so they vanish with it;
+- killing PID 1 of a pid namespace kills every process in it;
+- the holder chain carries a parent-death signal, so if the runner dies (even SIGKILL) the
+  namespace dies with it; the per-sandbox folder left behind is removed by the next start
+  (``clean_leftovers``).
+
+This module knows nothing about Harbor; ``tbconsole.sandbox.environment`` adapts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import shutil
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tbconsole.sandbox import limits
+
+DEFAULT_ROOT = Path(os.environ.get("TBCONSOLE_SANDBOX_ROOT", "/var/tmp/tbconsole-sandboxes"))
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color"}
+REQUIRED_TOOLS = ("unshare", "nsenter", "setpriv", "chroot", "mount", "tar")
+
+OutputSink = Callable[[str, str], Awaitable[None]]
+
+
+class SandboxUnavailable(RuntimeError):
+    """This machine cannot run the local sandbox; the message says what to do."""
+
+
+class SandboxError(RuntimeError):
+    """A sandbox operation failed (the sandbox itself may still be usable)."""
+
+
+@dataclass
+class ExecOutcome:
+    stdout: bytes
+    stderr: bytes
+    return_code: int
+
+
+@dataclass
+class SandboxSpec:
+    name: str
+    workdir: str = "/app"
+    isolate_network: bool = False
+    memory_mb: int | None = None
+    cpus: float | None = None
+    root: Path = field(default_factory=lambda: DEFAULT_ROOT)
+
+
+def preflight(root: Path = DEFAULT_ROOT) -> None:
+    """Raise SandboxUnavailable with a remedy when this machine can't host sandboxes."""
+    if sys.platform != "linux":
+        raise SandboxUnavailable("The local sandbox needs Linux (namespaces and overlayfs).")
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(
+            "The local sandbox needs root (it mounts an overlay and creates namespaces). "
+            "Run as root, or choose another Harbor environment (e.g. --env docker or e2b)."
+        )
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise SandboxUnavailable(
+            f"The local sandbox needs {', '.join(missing)} (util-linux, tar). "
+            "Install them (Debian: apt-get install util-linux tar)."
+        )
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        raise SandboxUnavailable(
+            "The kernel has no overlayfs. Load it (modprobe overlay) or use another "
+            "Harbor environment."
+        )
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"Cannot create the sandbox folder {root}: {exc.strerror}. "
+            "Set TBCONSOLE_SANDBOX_ROOT to a writable folder on a local disk."
+        ) from None
+
+
+def _process_alive(pid: int, start_time: str | None = None) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # Field 22 (start time) guards against a recycled pid.
+    return start_time is None or stat.rsplit(")", 1)[1].split()[19] == start_time
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """All live descendants of pid (children first discovered, deepest last)."""
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.append(child)
+                    frontier.append(child)
+    return found
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL pid and everything below it, including children that left its process group."""
+    for target in [pid, *_descendants(pid)]:
+        _kill(target)
+
+
+def clean_leftovers(root: Path = DEFAULT_ROOT) -> list[str]:
+    """Remove sandboxes whose owning runner is gone (crashed or killed). Returns their names."""
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    for folder in sorted(root.iterdir()):
+        owner_file = folder / "owner.json"
+        try:
+            owner = json.loads(owner_file.read_text())
+        except (OSError, ValueError):
+            owner = None
+        if owner and _process_alive(owner["runner_pid"], owner.get("runner_start")):
+            continue
+        if owner and owner.get("holder_pid") and _process_alive(
+            owner["holder_pid"], owner.get("holder_start")
+        ):
+            kill_tree(owner["holder_pid"])
+        shutil.rmtree(folder, ignore_errors=True)
+        limits.discard(folder.name)
+        removed.append(folder.name)
+    return removed
+
+
+# Runs as PID 1 of the new namespaces, before chroot. $1..: merged upper work workdir root.
+_SETUP_SCRIPT = r"""
+set -e
+merged=$1 upper=$2 work=$3 workdir=$4 root=$5 init=$6
+mount -t overlay overlay -o "lowerdir=/,upperdir=$upper,workdir=$work" "$merged"
+mount -t proc proc "$merged/proc"
+mount --rbind /dev "$merged/dev"
+mount -t tmpfs -o mode=1777 tmpfs "$merged/dev/shm"
+mount --rbind /sys "$merged/sys"
+mount -t tmpfs -o mode=1777 tmpfs "$merged/tmp"
+# Hide every sandbox's state (this one's included) from the inside.
+if [ -d "$merged$root" ]; then mount -t tmpfs -o mode=700 tmpfs "$merged$root"; fi
+if [ -d "$merged/var/tmp" ]; then mount -t tmpfs -o mode=1777 tmpfs "$merged/var/tmp"; fi
+mkdir -p "$merged$workdir" "$merged/logs"
+ip link set lo up 2>/dev/null || true
+echo ready
+exec setpriv --pdeathsig KILL chroot "$merged" "$init" -I -S -c "$INIT_CODE"
+"""
+
+# PID 1 inside: reap orphans (a finished background job must not linger as a zombie that
+# `kill -0` still finds) and exit on SIGTERM.
+_INIT_CODE = """
+import os, signal
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        signal.pause()
+"""
+
+# Runs inside the sandbox as root for each exec: switch user if asked, then run the command.
+_USER_PROLOGUE = r"""
+cd -- "$1" || exit 1
+u=$2; shift 2
+case "$u" in ""|root|0) exec "$@";; esac
+g=$(id -g -- "$u" 2>/dev/null) || g=$u
+h=$(getent passwd "$u" | cut -d: -f6)
+export HOME=${h:-/} USER=$u LOGNAME=$u
+if getent passwd "$u" >/dev/null; then
+  exec setpriv --reuid="$u" --regid="$g" --init-groups -- "$@"
+fi
+exec setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@"
+"""
+
+
+class NamespaceSandbox:
+    """One sandbox. ``start`` → many ``exec`` / transfers → ``stop`` (idempotent)."""
+
+    def __init__(self, spec: SandboxSpec):
+        self.spec = spec
+        self.id = f"{_safe(spec.name)[:60]}-{uuid.uuid4().hex[:8]}"
+        self.folder = spec.root / self.id
+        self._holder: asyncio.subprocess.Process | None = None
+        self.init_pid: int | None = None
+        self.limits_note: str | None = None
+        self._cgroup: limits.CgroupLimits | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        preflight(self.spec.root)
+        clean_leftovers(self.spec.root)
+        merged, upper, work = (self.folder / n for n in ("merged", "upper", "work"))
+        for path in (merged, upper, work):
+            path.mkdir(parents=True)
+        self._write_owner()
+        self._cgroup, self.limits_note = limits.create(
+            self.id, memory_mb=self.spec.memory_mb, cpus=self.spec.cpus
+        )
+        unshare = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc",
+                   "--propagation", "private"]
+        if self.spec.isolate_network:
+            unshare.append("--net")
+        argv = [
+            "setpriv", "--pdeathsig", "KILL", *unshare, "--", "/bin/sh", "-c", _SETUP_SCRIPT,
+            "holder", str(merged), str(upper), str(work), self.spec.workdir,
+            str(self.spec.root), sys.executable,
+        ]
+        env = {**BASE_ENV, "INIT_CODE": _INIT_CODE}
+        self._holder = await asyncio.create_subprocess_exec(
+            *self._in_cgroup(argv), env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            line = await asyncio.wait_for(self._holder.stdout.readline(), timeout=30)
+        except TimeoutError:
+            line = b""
+        if line.strip() != b"ready":
+            err = b""
+            if self._holder.returncode is not None or line == b"":
+                err = await self._holder.stderr.read()
+            await self.stop()
+            raise SandboxUnavailable(
+                "The local sandbox could not be set up: "
+                f"{err.decode(errors='replace').strip() or 'no answer from the holder'}. "
+                "It needs root with overlayfs and mount namespaces (in a container: "
+                "--privileged or CAP_SYS_ADMIN)."
+            )
+        self.init_pid = await self._find_init_pid()
+        self._write_owner()
+
+    async def stop(self) -> None:
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            # Killing the namespace's PID 1 kills everything inside; `unshare` (its parent)
+            # then reaps it and exits, so no zombie is left for anyone else to collect.
+            if self.init_pid is not None:
+                _kill(self.init_pid)
+            try:
+                await asyncio.wait_for(holder.wait(), timeout=10)
+            except TimeoutError:
+                kill_tree(holder.pid)
+                await holder.wait()
+        self.init_pid = None
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        # The upper layer may hold files the sandbox made read-only; rmtree copes as root.
+        await asyncio.to_thread(shutil.rmtree, self.folder, True)
+
+    @property
+    def running(self) -> bool:
+        return self.init_pid is not None and _process_alive(self.init_pid)
+
+    # -- commands ----------------------------------------------------------------------
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | int | None = None,
+        timeout_sec: float | None = None,
+        stdin: bytes | None = None,
+        on_output: OutputSink | None = None,
+    ) -> ExecOutcome:
+        """Run ``bash -c command`` inside. On timeout the whole process tree is killed and
+        TimeoutError is raised; cancellation kills it too."""
+        argv = self._enter_argv(cwd or self.spec.workdir, user) + ["/bin/bash", "-c", command]
+        return await self._run(argv, {**BASE_ENV, **(env or {})}, timeout_sec, stdin, on_output)
+
+    async def upload(self, source: Path, target: str) -> None:
+        """Copy a host file or folder to ``target`` inside (folder: its contents)."""
+        source = Path(source)
+        if source.is_dir():
+            parent, names, dest = str(source), ["."], target
+        else:
+            parent, names, dest = str(source.parent), [source.name], str(Path(target).parent)
+        packed = await _tar_create(parent, names)
+        script = f"mkdir -p {shlex.quote(dest)} && tar -x -f - -C {shlex.quote(dest)} --no-same-owner"
+        if not source.is_dir() and source.name != Path(target).name:
+            tmp = f"{dest}/.tbc-upload-{uuid.uuid4().hex[:8]}"
+            script = (f"mkdir -p {shlex.quote(tmp)} && tar -x -f - -C {shlex.quote(tmp)} "
+                      f"--no-same-owner && mv -f {shlex.quote(tmp + '/' + source.name)} "
+                      f"{shlex.quote(target)} && rmdir {shlex.quote(tmp)}")
+        result = await self.exec(script, cwd="/", user="root", stdin=packed)
+        if result.return_code != 0:
+            raise SandboxError(f"Upload to {target} failed: {result.stderr.decode(errors='replace')}")
+
+    async def download(self, source: str, target: Path) -> None:
+        """Copy ``source`` (file or folder) from inside to the host path ``target``."""
+        target = Path(target)
+        check = await self.exec(f"test -d {shlex.quote(source)}", cwd="/", user="root")
+        is_dir = check.return_code == 0
+        if is_dir:
+            script = f"tar -c -f - -C {shlex.quote(source)} ."
+        else:
+            parent, name = os.path.split(source.rstrip("/"))
+            script = f"tar -c -f - -C {shlex.quote(parent or '/')} {shlex.quote(name)}"
+        result = await self.exec(script, cwd="/", user="root")
+        if result.return_code != 0:
+            raise SandboxError(f"Download of {source} failed: {result.stderr.decode(errors='replace')}")
+        await asyncio.to_thread(_tar_extract, result.stdout, target, is_dir)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _enter_argv(self, cwd: str, user: str | int | None) -> list[str]:
+        if not self.running:
+            raise SandboxError(f"Sandbox {self.id} is not running (start it first, or it was stopped).")
+        argv = ["nsenter", "-t", str(self.init_pid), "-m", "-u", "-i", "-p"]
+        if self.spec.isolate_network:
+            argv.append("-n")
+        # nsenter resolves --wd=DIR before entering the root, so cd happens in the prologue.
+        argv += ["-r", "-w", "--", "/bin/sh", "-c", _USER_PROLOGUE, "prologue", cwd,
+                 "" if user is None else str(user)]
+        return argv
+
+    def _in_cgroup(self, argv: list[str]) -> list[str]:
+        # Join the cgroup before exec so every descendant is accounted to the sandbox.
+        if self._cgroup is None:
+            return argv
+        return ["/bin/sh", "-c", self._cgroup.join_script() + ' exec "$@"', "join", *argv]
+
+    async def _run(self, argv, env, timeout_sec, stdin, on_output) -> ExecOutcome:
+        proc = await asyncio.create_subprocess_exec(
+            *self._in_cgroup(argv), env=env,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            async with asyncio.timeout(timeout_sec):
+                out, err, _ = await asyncio.gather(
+                    _drain(proc.stdout, "stdout", on_output),
+                    _drain(proc.stderr, "stderr", on_output),
+                    _feed(proc, stdin),
+                )
+                await proc.wait()
+        except TimeoutError:
+            kill_tree(proc.pid)
+            await proc.wait()
+            raise TimeoutError(f"Command timed out after {timeout_sec} seconds") from None
+        except BaseException:
+            kill_tree(proc.pid)
+            raise
+        return ExecOutcome(out, err, proc.returncode)
+
+    async def _find_init_pid(self) -> int:
+        assert self._holder is not None
+        for _ in range(100):
+            children = _descendants(self._holder.pid)
+            if children:
+                return children[0]
+            await asyncio.sleep(0.01)
+        raise SandboxError("The sandbox holder started but its namespace process was not found.")
+
+    def _write_owner(self) -> None:
+        owner = {
+            "runner_pid": os.getpid(), "runner_start": _start_time(os.getpid()),
+            "holder_pid": self._holder.pid if self._holder else None,
+            "holder_start": _start_time(self._holder.pid) if self._holder else None,
+            "name": self.spec.name,
+        }
+        tmp = self.folder / "owner.json.tmp"
+        tmp.write_text(json.dumps(owner))
+        tmp.replace(self.folder / "owner.json")
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sandbox"
+
+
+async def _drain(stream, name: str, sink: OutputSink | None) -> bytes:
+    chunks = []
+    while chunk := await stream.read(65536):
+        chunks.append(chunk)
+        if sink is not None:
+            await sink(chunk.decode(errors="replace"), name)
+    return b"".join(chunks)
+
+
+async def _feed(proc, data: bytes | None) -> None:
+    if data is None:
+        return
+    try:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        proc.stdin.close()
+
+
+async def _tar_create(parent: str, names: list[str]) -> bytes:
+    proc = await asyncio.create_subprocess_exec(
+        "tar", "-c", "-f", "-", "-C", parent, *names,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise SandboxError(f"Packing {parent} failed: {err.decode(errors='replace')}")
+    return out
+
+
+def _tar_extract(data: bytes, target: Path, is_dir: bool) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        if is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            archive.extractall(target, filter=_host_filter)
+            return
+        member = next(m for m in archive.getmembers() if m.isfile() or m.issym())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        extracted = archive.extractfile(member)
+        if extracted is None:
+            raise SandboxError(f"{member.name} is not a regular file")
+        tmp = target.with_name(target.name + ".part")
+        tmp.write_bytes(extracted.read())
+        tmp.replace(target)
+
+
+def _host_filter(member, dest):
+    # Like tarfile's data filter, but skip device nodes/FIFOs an agent may have left.
+    import tarfile
+
+    if member.isdev():
+        return None
+    return tarfile.data_filter(member, dest)

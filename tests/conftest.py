@@ -1,0 +1,40 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from tbconsole import offline
+
+offline.apply_embedded_defaults()
+
+REPO = Path(__file__).resolve().parents[1]
+# CI and developer checkouts have the project's shared data beside the repo.
+SHARED = REPO.parent / "shared"
+
+
+def sandbox_problem() -> str | None:
+    from tbconsole.sandbox.namespace import SandboxUnavailable, preflight
+
+    try:
+        preflight()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    problem = sandbox_problem()
+    if problem is None:
+        return
+    skip = pytest.mark.skip(reason=f"local sandbox unavailable here: {problem}")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def tb2_sample() -> Path:
+    path = SHARED / "tb2-sample"
+    if not path.is_dir():
+        pytest.skip(f"no Terminal-Bench 2 sample at {path}")
+    return path
