@@ -9,7 +9,7 @@ setup:
 	@scripts/bootstrap.sh
 
 demo: setup
-	$(PY) -m tbconsole trial tbconsole/tasks/git-recover-commit --trials-dir trials
+	$(PY) -m tbconsole trial tbconsole/tasks/recover-lost-commit --trials-dir trials
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

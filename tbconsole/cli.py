@@ -112,11 +112,36 @@ def _run_tasks(args) -> int:
     return 0
 
 
+BENCHMARKS = {
+    "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
+}
+
+
+def _add_bench(sub) -> None:
+    p = sub.add_parser("bench", help="run a benchmark (figures with a same-run baseline)",
+                       description="Benchmarks. Each prints its figures beside a baseline measured "
+                       "in the same run, with the ratio.")
+    names = p.add_subparsers(dest="benchmark", metavar="NAME", parser_class=Parser, required=True)
+    for name, (module, summary) in BENCHMARKS.items():
+        bp = names.add_parser(name, help=summary, description=summary)
+        bp.set_defaults(handler=_run_bench, bench_module=module)
+        import importlib
+
+        importlib.import_module(module).add_arguments(bp)
+
+
+def _run_bench(args) -> int:
+    import importlib
+
+    return importlib.import_module(args.bench_module).run(args)
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="tbconsole", description="Training console for Terminal-Bench RL with Harbor and Tinker.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_trial(sub)
     _add_tasks(sub)
+    _add_bench(sub)
     return parser
 
 

@@ -161,7 +161,7 @@ def summarize(result, reward_key: str = "reward") -> TrialSummary:
     return TrialSummary(
         task=result.task_name,
         trial_name=result.trial_name,
-        trial_dir=trial_dir.resolve(),
+        trial_dir=trial_dir,
         outcome=outcome,
         reward=None if reward is None else float(reward),
         rewards={k: float(v) for k, v in rewards.items()},
