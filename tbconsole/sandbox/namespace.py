@@ -35,6 +35,7 @@ from tbconsole.sandbox import limits
 DEFAULT_ROOT = Path(os.environ.get("TBCONSOLE_SANDBOX_ROOT", "/var/tmp/tbconsole-sandboxes"))
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color"}
+OUTPUT_GRACE_SEC = 0.5
 REQUIRED_TOOLS = ("unshare", "nsenter", "setpriv", "chroot", "mount", "tar")
 
 OutputSink = Callable[[str, str], Awaitable[None]]
@@ -177,17 +178,20 @@ mount -t tmpfs -o mode=1777 tmpfs "$merged/tmp"
 # Hide every sandbox's state (this one's included) from the inside.
 if [ -d "$merged$root" ]; then mount -t tmpfs -o mode=700 tmpfs "$merged$root"; fi
 if [ -d "$merged/var/tmp" ]; then mount -t tmpfs -o mode=1777 tmpfs "$merged/var/tmp"; fi
+# The workdir starts empty even if the host has a folder of that name.
+rm -rf "$merged$workdir"
 mkdir -p "$merged$workdir" "$merged/logs"
 ip link set lo up 2>/dev/null || true
-echo ready
 exec setpriv --pdeathsig KILL chroot "$merged" "$init" -I -S -c "$INIT_CODE"
 """
 
-# PID 1 inside: reap orphans (a finished background job must not linger as a zombie that
+# PID 1 inside, already chrooted: say ready (commands joining earlier would get the host
+# root), then reap orphans (a finished background job must not linger as a zombie that
 # `kill -0` still finds) and exit on SIGTERM.
 _INIT_CODE = """
 import os, signal
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+os.write(1, b"ready\\n")  # only now is the root the overlay: commands may join
 while True:
     try:
         os.wait()
@@ -361,28 +365,38 @@ class NamespaceSandbox:
         return ["/bin/sh", "-c", self._cgroup.join_script() + ' exec "$@"', "join", *argv]
 
     async def _run(self, argv, env, timeout_sec, stdin, on_output) -> ExecOutcome:
-        proc = await asyncio.create_subprocess_exec(
-            *self._in_cgroup(argv), env=env,
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ExecProtocol(loop, on_output), *self._in_cgroup(argv), env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+        pid = transport.get_pid()
         try:
+            if stdin is not None:
+                pipe = transport.get_pipe_transport(0)
+                pipe.write(stdin)
+                pipe.write_eof()
             async with asyncio.timeout(timeout_sec):
-                out, err, _ = await asyncio.gather(
-                    _drain(proc.stdout, "stdout", on_output),
-                    _drain(proc.stderr, "stderr", on_output),
-                    _feed(proc, stdin),
-                )
-                await proc.wait()
+                await asyncio.shield(protocol.exited)  # shielded: we still await it after a kill
+            # A background job started by the command may hold its output open forever:
+            # the command is over when its process exits, plus a moment for the last bytes.
+            try:
+                await asyncio.wait_for(asyncio.shield(protocol.closed), OUTPUT_GRACE_SEC)
+            except TimeoutError:
+                pass
+            await protocol.flush()
         except TimeoutError:
-            kill_tree(proc.pid)
-            await proc.wait()
+            kill_tree(pid)
+            await protocol.exited
             raise TimeoutError(f"Command timed out after {timeout_sec} seconds") from None
         except BaseException:
-            kill_tree(proc.pid)
+            kill_tree(pid)
             raise
-        return ExecOutcome(out, err, proc.returncode)
+        finally:
+            transport.close()
+        return ExecOutcome(b"".join(protocol.out), b"".join(protocol.err), transport.get_returncode())
 
     async def _find_init_pid(self) -> int:
         assert self._holder is not None
@@ -409,25 +423,44 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sandbox"
 
 
-async def _drain(stream, name: str, sink: OutputSink | None) -> bytes:
-    chunks = []
-    while chunk := await stream.read(65536):
-        chunks.append(chunk)
-        if sink is not None:
-            await sink(chunk.decode(errors="replace"), name)
-    return b"".join(chunks)
+class _ExecProtocol(asyncio.SubprocessProtocol):
+    """Collects output and signals exit separately from end-of-output: asyncio's
+    Process.wait() waits for every pipe to close, which a background job can prevent."""
 
+    def __init__(self, loop: asyncio.AbstractEventLoop, sink: OutputSink | None):
+        self.out: list[bytes] = []
+        self.err: list[bytes] = []
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self._sink = sink
+        self._forwarding: asyncio.Task | None = None
+        self._pending: list[tuple[str, str]] = []
+        self._loop = loop
 
-async def _feed(proc, data: bytes | None) -> None:
-    if data is None:
-        return
-    try:
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        proc.stdin.close()
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.out if fd == 1 else self.err).append(data)
+        if self._sink is not None:
+            self._pending.append((data.decode(errors="replace"), "stdout" if fd == 1 else "stderr"))
+            if self._forwarding is None or self._forwarding.done():
+                self._forwarding = self._loop.create_task(self._forward())
+
+    async def _forward(self) -> None:
+        # One task at a time, in arrival order: the sink sees chunks as they came.
+        while self._pending:
+            text, name = self._pending.pop(0)
+            await self._sink(text, name)
+
+    async def flush(self) -> None:
+        if self._forwarding is not None:
+            await self._forwarding
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 async def _tar_create(parent: str, names: list[str]) -> bytes:

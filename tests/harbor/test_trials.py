@@ -3,6 +3,7 @@
 import asyncio
 import json
 import subprocess
+import tempfile
 import sys
 import textwrap
 from pathlib import Path
@@ -18,9 +19,10 @@ BUNDLED = discover(BUNDLED_TASKS_DIR)
 
 
 @pytest.fixture
-def sandbox_root(tmp_path_factory) -> Path:
-    path = Path("/var/tmp/tbconsole-test-sandboxes") / tmp_path_factory.mktemp("h").name
-    path.mkdir(parents=True)
+def sandbox_root() -> Path:
+    base = Path("/var/tmp/tbconsole-test-sandboxes")
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(dir=base))
     yield path
     assert not any(path.iterdir()), f"sandbox folders left behind: {list(path.iterdir())}"
     path.rmdir()

@@ -4,6 +4,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import tempfile
 import sys
 import textwrap
 import time
@@ -23,11 +24,12 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def root(tmp_path_factory) -> Path:
+def root() -> Path:
     # Not under /tmp: the sandbox mounts its own empty /tmp and would hide the folder anyway,
     # but a dedicated root per test keeps leftovers checks exact.
-    path = Path("/var/tmp/tbconsole-test-sandboxes") / tmp_path_factory.mktemp("r").name
-    path.mkdir(parents=True)
+    base = Path("/var/tmp/tbconsole-test-sandboxes")
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(dir=base))
     yield path
     assert not any(path.iterdir()), f"sandbox folders left behind: {list(path.iterdir())}"
     path.rmdir()
@@ -118,6 +120,32 @@ async def test_cancel_kills_the_command(sandbox):
     assert result == "cancelled"
     await asyncio.sleep(0.2)
     assert _pids_with("sleep 7432") == []
+
+
+async def test_background_job_holding_the_output_does_not_hang_exec(sandbox):
+    start = time.monotonic()
+    r = await sandbox.exec("sleep 7436 & echo launched")
+    assert r.stdout == b"launched\n" and r.return_code == 0
+    assert time.monotonic() - start < 3
+    assert _pids_with("sleep 7436")  # still running, as the command asked
+
+
+async def test_workdir_starts_empty_even_if_the_host_has_one(root):
+    host_dir = Path("/opt/tbconsole-workdir-test")
+    host_dir.mkdir(exist_ok=True)
+    (host_dir / "host-file").write_text("x")
+    try:
+        box = NamespaceSandbox(SandboxSpec(name="wd", root=root, workdir=str(host_dir)))
+        await box.start()
+        try:
+            r = await box.exec("ls -A; pwd")
+            assert r.stdout.decode() == f"{host_dir}\n"
+        finally:
+            await box.stop()
+        assert (host_dir / "host-file").exists()
+    finally:
+        (host_dir / "host-file").unlink()
+        host_dir.rmdir()
 
 
 async def test_background_process_survives_between_execs(sandbox):

@@ -1,0 +1,2 @@
+#!/bin/bash
+tail -n +2 /app/people.csv | cut -d, -f3 > /app/emails.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'Hello, Terminal-Bench!\n' > /app/greeting.txt
