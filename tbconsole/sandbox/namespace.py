@@ -168,7 +168,7 @@ def clean_leftovers(root: Path = DEFAULT_ROOT) -> list[str]:
 # Runs as PID 1 of the new namespaces, before chroot. $1..: merged upper work workdir root.
 _SETUP_SCRIPT = r"""
 set -e
-merged=$1 upper=$2 work=$3 workdir=$4 root=$5 init=$6
+merged=$1 upper=$2 work=$3 workdir=$4 root=$5
 mount -t overlay overlay -o "lowerdir=/,upperdir=$upper,workdir=$work" "$merged"
 mount -t proc proc "$merged/proc"
 mount --rbind /dev "$merged/dev"
@@ -182,22 +182,15 @@ if [ -d "$merged/var/tmp" ]; then mount -t tmpfs -o mode=1777 tmpfs "$merged/var
 rm -rf "$merged$workdir"
 mkdir -p "$merged$workdir" "$merged/logs"
 ip link set lo up 2>/dev/null || true
-exec setpriv --pdeathsig KILL chroot "$merged" "$init" -I -S -c "$INIT_CODE"
+exec setpriv --pdeathsig KILL chroot "$merged" /bin/bash -c "$INIT_SCRIPT"
 """
 
 # PID 1 inside, already chrooted: say ready (commands joining earlier would get the host
-# root), then reap orphans (a finished background job must not linger as a zombie that
-# `kill -0` still finds) and exit on SIGTERM.
-_INIT_CODE = """
-import os, signal
-signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-os.write(1, b"ready\\n")  # only now is the root the overlay: commands may join
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        signal.pause()
-"""
+# root), then stay alive and reap orphans — bash's SIGCHLD handling collects any child, so a
+# finished background job does not linger as a zombie that `kill -0` still finds. Plain bash,
+# so nothing depends on where the project (or its Python) lives.
+_INIT_SCRIPT = "trap 'exit 0' TERM; echo ready; while :; do sleep 3600 & wait $!; done"
+
 
 # Runs inside the sandbox as root for each exec: switch user if asked, then run the command.
 _USER_PROLOGUE = r"""
@@ -245,9 +238,9 @@ class NamespaceSandbox:
         argv = [
             "setpriv", "--pdeathsig", "KILL", *unshare, "--", "/bin/sh", "-c", _SETUP_SCRIPT,
             "holder", str(merged), str(upper), str(work), self.spec.workdir,
-            str(self.spec.root), sys.executable,
+            str(self.spec.root),
         ]
-        env = {**BASE_ENV, "INIT_CODE": _INIT_CODE}
+        env = {**BASE_ENV, "INIT_SCRIPT": _INIT_SCRIPT}
         self._holder = await asyncio.create_subprocess_exec(
             *self._in_cgroup(argv), env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
