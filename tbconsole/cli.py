@@ -136,17 +136,38 @@ def _run_bench(args) -> int:
     return importlib.import_module(args.bench_module).run(args)
 
 
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", add_help=False,
+                       help="run the recipe: same KEY=VALUE arguments as python -m tinker_agent.train",
+                       description="Run the Terminal-Bench 2 recipe (tbconsole train --help lists every option).")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(handler=lambda args: _run_train(args.rest))
+
+
+def _run_train(rest: list[str]) -> int:
+    from tbconsole.runner.cli import run_train
+
+    return run_train(rest)
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="tbconsole", description="Training console for Terminal-Bench RL with Harbor and Tinker.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_trial(sub)
     _add_tasks(sub)
     _add_bench(sub)
+    _add_train(sub)
     return parser
+
+
+PASSTHROUGH = {"train": "_run_train"}  # commands that parse their own KEY=VALUE arguments
 
 
 def main(argv: list[str] | None = None) -> int:
     offline.apply_safe_defaults()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in PASSTHROUGH:
+        return globals()[PASSTHROUGH[argv[0]]](argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

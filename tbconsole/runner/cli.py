@@ -1,0 +1,111 @@
+"""`tbconsole train KEY=VALUE…` (and `python -m tbconsole.train`): the recipe, with the
+upstream command's arguments. Headless: a readable progress log; Ctrl-C once stops cleanly
+after the current batch (checkpoint, exit 0), twice aborts."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from tbconsole import offline
+
+USAGE = """usage: tbconsole train KEY=VALUE ... [--headless]
+
+The Terminal-Bench 2 recipe: config.* is tinker_cookbook.rl.train.Config (native names and
+defaults), config.dataset_builder.{tasks_dir, groups_per_batch=4, group_size=4, epochs=1},
+harbor.{trial_config, reward_key=reward, listen_host=127.0.0.1, advertised_host=127.0.0.1,
+max_parallel_trials_per_group=4}. Example:
+
+  tbconsole train config.base_url=http://127.0.0.1:10613 config.model_name=Qwen/Qwen3.6-35B-A3B \\
+      config.lora_rank=16 config.learning_rate=1e-6 config.max_tokens=8192 config.loss_fn=ppo \\
+      config.log_path=/tmp/harbor-tinker config.dataset_builder.tasks_dir=$TB2_TASKS_DIR \\
+      harbor.trial_config=trial.json
+
+Rules: config.rollout_error_tolerance is set by the recipe (setting it is an error);
+config.temperature must stay 1.0 (set the sampling temperature in trial.json);
+config.max_tokens is the proxy's default for requests without one; config.renderer_name
+defaults to the cookbook's recommendation for the model.
+
+All options:
+"""
+
+
+def split_flags(argv: list[str]) -> tuple[list[str], set[str]]:
+    flags = {a for a in argv if a.startswith("--")}
+    return [a for a in argv if not a.startswith("--")], flags
+
+
+def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str = "tbconsole train",
+              prepare=None) -> int:
+    """Parse, then run headless. ``prepare(parsed) -> context manager`` lets `demo` start the
+    local engine around the run."""
+    from tbconsole.runner.options import OptionsError, help_text, parse
+
+    offline.apply_safe_defaults()
+    keys, flags = split_flags(argv)
+    if "--help" in flags or "-h" in argv:
+        print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
+        return 0
+    unknown = flags - {"--headless", "--help"}
+    if unknown:
+        print(f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --help; options are KEY=VALUE)",
+              file=sys.stderr)
+        return 2
+    try:
+        parsed = parse(keys, extra_defaults)
+        from tbconsole.runner.trials import load_template
+        from tbconsole.trial import TrialConfigError
+
+        try:
+            load_template(Path(parsed.args.harbor.trial_config))
+        except TrialConfigError as exc:
+            raise OptionsError(str(exc)) from None
+        from tbconsole.taskset import TaskSetError
+
+        try:
+            parsed.args.config.dataset_builder.task_dirs()
+        except TaskSetError as exc:
+            raise OptionsError(f"config.dataset_builder.tasks_dir: {exc}") from None
+    except OptionsError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(parsed, prepare))
+
+
+async def _run(parsed, prepare) -> int:
+    from tbconsole.control import RunControl
+    from tbconsole.events import EventBus
+    from tbconsole.runner import train
+    from tbconsole.runner.health import GatewayUnreachable
+    from tbconsole.runner.progress import ProgressLog
+
+    bus = EventBus(Path(parsed.args.config.log_path))
+    bus.subscribe(ProgressLog())
+    control = RunControl(bus.publish)
+    loop = asyncio.get_running_loop()
+    interrupts = 0
+
+    def on_interrupt() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        try:
+            control.stop() if interrupts == 1 else control.abort()
+        except Exception:
+            control.abort()
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    try:
+        if prepare is not None:
+            async with prepare(parsed) as parsed_for_run:
+                result = await train.main(parsed_for_run, bus, control)
+        else:
+            result = await train.main(parsed, bus, control)
+        return result.exit_code
+    except GatewayUnreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        bus.close()

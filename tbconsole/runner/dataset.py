@@ -1,0 +1,127 @@
+"""The recipe's dataset: Harbor task folders as cookbook RL groups.
+
+Harbor drives each episode (agent, sandbox, verifier), so the cookbook's ``Env`` objects are
+placeholders that are never stepped: the group's trajectories and rewards come from the
+rollout strategy (``tbconsole.runner.rollout``), which stores each trial's outcome on the group
+builder for ``compute_group_rewards`` to return.
+
+Batch ``i`` holds the groups for task indices ``j % n_tasks``, ``j`` in
+``[i·gpb, min((i+1)·gpb, n_tasks·epochs))``; ``len = ceil(n_tasks·epochs / gpb)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import chz
+from tinker_cookbook.rl.types import (
+    Action,
+    Env,
+    EnvGroupBuilder,
+    RLDataset,
+    RLDatasetBuilder,
+    StepResult,
+    Trajectory,
+)
+
+from tbconsole.taskset import TaskSetError, discover
+
+
+class PlaceholderEnv(Env):
+    """Harbor runs the episode; the cookbook only needs an object per trajectory."""
+
+    async def initial_observation(self):  # pragma: no cover - never called by design
+        raise RuntimeError("Harbor drives this episode; the env is not stepped")
+
+    async def step(self, action: Action) -> StepResult:  # pragma: no cover - never called
+        raise RuntimeError("Harbor drives this episode; the env is not stepped")
+
+
+@dataclass
+class TrialReward:
+    reward: float
+    metrics: dict[str, float]
+
+
+@dataclass
+class HarborGroupBuilder(EnvGroupBuilder):
+    task_dir: Path
+    task_index: int
+    batch: int
+    group: int  # index within the batch
+    group_size: int
+    agent_name: str = "agent"
+    # Filled by the rollout strategy, in the order of the returned trajectories.
+    rewards: list[TrialReward] = field(default_factory=list)
+
+    @property
+    def task_name(self) -> str:
+        return self.task_dir.name
+
+    async def make_envs(self) -> Sequence[Env]:
+        return [PlaceholderEnv() for _ in range(self.group_size)]
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
+    ) -> list[tuple[float, dict[str, float]]]:
+        if len(self.rewards) != len(trajectory_group):
+            raise RuntimeError(
+                f"group {self.group} of batch {self.batch}: {len(trajectory_group)} trajectories "
+                f"but {len(self.rewards)} rewards"
+            )
+        return [(r.reward, dict(r.metrics)) for r in self.rewards]
+
+    def logging_tags(self) -> list[str]:
+        return ["harbor", self.agent_name, self.task_name]
+
+
+@dataclass
+class HarborDataset(RLDataset):
+    tasks: list[Path]
+    groups_per_batch: int
+    group_size: int
+    epochs: int
+    agent_name: str = "agent"
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.tasks) * self.epochs / self.groups_per_batch)
+
+    def get_batch(self, index: int) -> Sequence[HarborGroupBuilder]:
+        total = len(self.tasks) * self.epochs
+        start, end = index * self.groups_per_batch, min((index + 1) * self.groups_per_batch, total)
+        return [
+            HarborGroupBuilder(
+                task_dir=self.tasks[j % len(self.tasks)],
+                task_index=j % len(self.tasks),
+                batch=index,
+                group=j - start,
+                group_size=self.group_size,
+                agent_name=self.agent_name,
+            )
+            for j in range(start, end)
+        ]
+
+
+@chz.chz
+class HarborDatasetBuilder(RLDatasetBuilder):
+    tasks_dir: str  # directory of Harbor task directories (each with a task.toml)
+    groups_per_batch: int = 4  # tasks per batch
+    group_size: int = 4  # trajectories per task; advantages are computed within a group
+    epochs: int = 1  # passes over the dataset
+
+    def task_dirs(self) -> list[Path]:
+        return discover(Path(self.tasks_dir).expanduser())
+
+    async def __call__(self) -> tuple[HarborDataset, None]:
+        return HarborDataset(
+            tasks=self.task_dirs(),
+            groups_per_batch=self.groups_per_batch,
+            group_size=self.group_size,
+            epochs=self.epochs,
+        ), None
+
+
+__all__ = ["HarborDataset", "HarborDatasetBuilder", "HarborGroupBuilder", "TaskSetError", "TrialReward"]

@@ -1,0 +1,142 @@
+"""The recipe's command line: ``config.*`` (the cookbook's ``rl.train.Config``, native names and
+defaults) and ``harbor.*`` — the same ``KEY=VALUE`` arguments as ``python -m tinker_agent.train``.
+
+Parsed with chz, exactly as the cookbook's own entrypoints are, so every ``config.*`` field and
+its ``--help`` listing come from the cookbook itself. The recipe's own rules are enforced here
+with one readable message each (``OptionsError`` → exit 2, nothing started).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import chz
+from tinker_cookbook.rl import train as rl_train
+
+from tbconsole.runner.dataset import HarborDatasetBuilder
+
+RECIPE_NAME = "tbconsole_terminal_bench"
+BLUEPRINT_ERRORS = (
+    chz.blueprint.ExtraneousBlueprintArg,
+    chz.blueprint.InvalidBlueprintArg,
+    chz.blueprint.MissingBlueprintArg,
+    chz.blueprint.ConstructionException,
+)
+
+
+class OptionsError(ValueError):
+    """A bad key or value on the command line. The message says what to do."""
+
+
+@chz.chz
+class HarborOptions:
+    trial_config: str  # path to trial.json: a Harbor TrialConfig without `task`
+    reward_key: str = "reward"  # key in the verifier's rewards used as the trial reward
+    listen_host: str = "127.0.0.1"  # address the proxy binds to (0.0.0.0 for remote sandboxes)
+    advertised_host: str = "127.0.0.1"  # address placed in {proxy_url}; sandboxes must reach it
+    max_parallel_trials_per_group: int = 4
+
+
+@chz.chz
+class TrainArgs:
+    config: rl_train.Config
+    harbor: HarborOptions
+
+
+DEFAULTS = {
+    "config.dataset_builder": HarborDatasetBuilder,
+    "config.recipe_name": RECIPE_NAME,
+}
+
+
+@dataclass
+class ParsedArgs:
+    args: TrainArgs
+    explicit: set[str]  # keys the user gave
+
+
+def blueprint(extra_defaults: dict | None = None) -> chz.Blueprint:
+    return chz.Blueprint(TrainArgs).apply({**DEFAULTS, **(extra_defaults or {})}, layer_name="tbconsole defaults")
+
+
+def help_text(extra_defaults: dict | None = None) -> str:
+    try:
+        blueprint(extra_defaults).make_from_argv(["--help"])
+    except chz.blueprint.EntrypointHelpException as exc:
+        return str(exc).split("\n", 2)[-1] if str(exc).startswith("WARNING") else str(exc)
+    return ""
+
+
+def parse(argv: list[str], extra_defaults: dict | None = None) -> ParsedArgs:
+    """KEY=VALUE arguments → TrainArgs with the recipe's rules applied."""
+    explicit = set()
+    for item in argv:
+        if "=" not in item or item.startswith("="):
+            raise OptionsError(
+                f"'{item}' is not KEY=VALUE. Arguments look like config.learning_rate=1e-5 "
+                "or harbor.trial_config=trial.json (see --help)."
+            )
+        explicit.add(item.split("=", 1)[0])
+    if any(key == "config.rollout_error_tolerance" or key.startswith("config.rollout_error_tolerance.")
+           for key in explicit):
+        raise OptionsError(
+            "config.rollout_error_tolerance is set by the recipe (Harbor trial outcomes decide "
+            "what is scored and what stops the run); remove it from the command line."
+        )
+    try:
+        args = blueprint(extra_defaults).make_from_argv(argv)
+    except BLUEPRINT_ERRORS as exc:
+        raise OptionsError(_first_paragraph(str(exc))) from None
+    except (TypeError, ValueError) as exc:
+        raise OptionsError(str(exc)) from None
+    check(args)
+    return ParsedArgs(args=args, explicit=explicit)
+
+
+def _first_paragraph(message: str) -> str:
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    text = "\n".join(lines[:6])
+    if "--help" not in text:
+        text += "\nRun with --help to list every option."
+    return text
+
+
+def check(args: TrainArgs) -> None:
+    config = args.config
+    if config.temperature != 1.0:
+        raise OptionsError(
+            f"config.temperature must stay 1.0 (got {config.temperature}). The agent issues its "
+            "own sampling requests, so set the sampling temperature in trial.json "
+            "(agent.kwargs.config.model.model_kwargs.temperature)."
+        )
+    if config.max_tokens <= 0:
+        raise OptionsError("config.max_tokens must be a positive number of tokens.")
+    if config.learning_rate < 0:
+        raise OptionsError("config.learning_rate must not be negative.")
+    builder = config.dataset_builder
+    if not isinstance(builder, HarborDatasetBuilder):
+        raise OptionsError("config.dataset_builder is the recipe's Harbor task dataset; set its "
+                           "fields (config.dataset_builder.tasks_dir=…) rather than replacing it.")
+    for name in ("groups_per_batch", "group_size", "epochs"):
+        if getattr(builder, name) < 1:
+            raise OptionsError(f"config.dataset_builder.{name} must be at least 1.")
+    if args.harbor.max_parallel_trials_per_group < 1:
+        raise OptionsError("harbor.max_parallel_trials_per_group must be at least 1.")
+    if config.async_config is not None or config.stream_minibatch_config is not None:
+        raise OptionsError("The recipe trains synchronously (on-policy): leave config.async_config "
+                           "and config.stream_minibatch_config unset.")
+
+
+def resolve_renderer_name(config: rl_train.Config) -> str:
+    """config.renderer_name, or the cookbook's recommendation for config.model_name."""
+    if config.renderer_name:
+        return config.renderer_name
+    from tinker_cookbook import model_info
+
+    try:
+        return model_info.get_recommended_renderer_name(config.model_name)
+    except Exception:  # the cookbook raises different types for unknown models
+        raise OptionsError(
+            f"No recommended renderer is known for model {config.model_name!r}; "
+            "set config.renderer_name (e.g. qwen3_5)."
+        ) from None

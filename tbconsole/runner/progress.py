@@ -1,0 +1,70 @@
+"""The headless run log: one readable line per meaningful event (no terminal UI)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from tbconsole import events as ev
+
+METRIC_LABELS = (
+    ("env/all/reward/total", "reward"),
+    ("optim/kl_sample_train_v1", "kl"),
+    ("optim/entropy", "entropy"),
+    ("time/total", "step_s"),
+)
+
+
+class ProgressLog:
+    def __init__(self, out: TextIO = sys.stdout):
+        self.out = out
+        self.requests: dict[tuple[int, int], int] = {}
+        self._last_health_ok: bool | None = None
+
+    def _print(self, text: str) -> None:
+        self.out.write(f"{time.strftime('%H:%M:%S')}  {text}\n")
+        self.out.flush()
+
+    def __call__(self, event: ev.Event) -> None:
+        match event:
+            case ev.RunStarted():
+                self._print(f"run {event.run_id}: {event.model_name} via {event.base_url}, steps "
+                            f"{event.start_step}→{event.total_steps}, {event.groups_per_batch} groups × "
+                            f"{event.group_size} trials, {len(event.tasks)} tasks, log {event.log_path}")
+            case ev.GatewayHealth() if event.ok != self._last_health_ok:
+                self._last_health_ok = event.ok
+                state = f"ok ({event.latency_ms:.0f} ms)" if event.ok else f"DOWN: {event.error}"
+                self._print(f"gateway {state}")
+            case ev.GroupStarted():
+                self._print(f"step {event.step} group {event.group}: {event.task} × {len(event.trials)}")
+            case ev.ProxyRequest():
+                key = (event.step, event.group)
+                self.requests[key] = self.requests.get(key, 0) + 1
+            case ev.TrialEnded():
+                reward = "-" if event.reward is None else f"{event.reward:g}"
+                extra = f" — {event.exception_type}: {event.exception_message}" if not event.scored else ""
+                self._print(f"step {event.step} group {event.group} {event.trial}: {event.outcome} "
+                            f"reward {reward}, {event.turns} turns, {event.output_tokens} tokens{extra}")
+            case ev.GroupEnded():
+                rewards = " ".join("-" if r is None else f"{r:g}" for r in event.rewards)
+                same = " (all equal: no signal)" if event.ok and len(set(event.rewards)) == 1 else ""
+                calls = self.requests.get((event.step, event.group), 0)
+                self._print(f"step {event.step} group {event.group}: rewards [{rewards}]{same}, {calls} model calls"
+                            + ("" if event.ok else f" — FAILED: {event.error}"))
+            case ev.StepMetrics():
+                parts = [f"{label} {event.metrics[key]:.4g}" for key, label in METRIC_LABELS if key in event.metrics]
+                self._print(f"step {event.step} trained: " + ", ".join(parts))
+            case ev.CheckpointSaved():
+                self._print(f"checkpoint {event.name} at step {event.step}: {event.state_path}")
+            case ev.ErrorRaised():
+                self._print(f"ERROR step {event.step} group {event.group} {event.trial}: "
+                            f"{event.exception_type}: {event.message} ({event.trial_dir})")
+            case ev.DecisionMade():
+                self._print(f"decision: {event.decision} ({event.by})")
+            case ev.ControlChanged():
+                self._print(f"control: {event.state}" + (f" — {event.reason}" if event.reason else ""))
+            case ev.LogLine():
+                self._print(f"{event.level}: {event.message}")
+            case ev.RunEnded():
+                self._print(f"run {event.status} at step {event.step}" + (f": {event.message}" if event.message else ""))

@@ -1,0 +1,241 @@
+"""One group = one capture proxy + group_size Harbor trials → cookbook trajectories.
+
+This is the cookbook ``RolloutStrategy`` the recipe installs as ``rollout_error_tolerance``:
+the cookbook calls ``execute`` once per group with the current policy; we run the group's
+trials under Harbor (at most ``max_parallel_trials_per_group`` at once), let every model call
+go through a fresh proxy that samples from that policy and records tokens, then turn each
+trial's captured turns into a ``Trajectory`` and its verifier reward into the group's reward.
+
+A trial that must not be scored (see ``outcomes``) cancels the group's other trials; the
+decision hook then chooses between stopping the run (the recipe's behaviour, and the
+headless default) and retrying the whole group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tinker
+from tinker_cookbook.completers import TokensWithLogprobs
+from tinker_cookbook.rl.rollout_strategy import RolloutResult, RolloutStrategy
+from tinker_cookbook.rl.types import Trajectory, Transition
+
+from tbconsole.control import RunControl
+from tbconsole.events import (
+    ErrorRaised,
+    Event,
+    GroupEnded,
+    GroupStarted,
+    TrialEnded,
+    TrialPhase,
+)
+from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
+from tbconsole.runner.outcomes import Outcome, TrialFailed, classify
+from tbconsole.runner.trials import TrialTemplate
+
+HARBOR_PHASES = {  # Harbor trial events → the console's phases
+    "environment-start": "environment",
+    "agent-start": "agent",
+    "verification-start": "verifying",
+}
+
+
+class StopRun(Exception):
+    """Raised at a batch boundary when a stop or abort was requested: no new batch starts."""
+
+
+@dataclass
+class RunContext:
+    """What every group needs from the run; shared by all groups of all batches."""
+
+    publish: Callable[[Event], None]
+    control: RunControl
+    log_path: Path
+    renderer: Any
+    tokenizer: Any
+    template: TrialTemplate
+    max_tokens: int
+    reward_key: str = "reward"
+    listen_host: str = "127.0.0.1"
+    advertised_host: str = "127.0.0.1"
+    max_parallel_trials: int = 4
+    decision_timeout: float | None = 0  # 0: headless (take the default at once)
+    _gates: dict[int, asyncio.Future] = field(default_factory=dict)
+
+    async def batch_gate(self, batch: int) -> None:
+        """The first group of a batch waits at the boundary (pause); the others share its answer."""
+        gate = self._gates.get(batch)
+        if gate is None:
+            gate = asyncio.ensure_future(self.control.batch_boundary())
+            self._gates[batch] = gate
+        if not await asyncio.shield(gate):
+            raise StopRun(f"no new batch after {batch - 1}: {self.control.state}")
+
+
+@dataclass(frozen=True, eq=False)
+class HarborRolloutStrategy(RolloutStrategy):
+    ctx: RunContext
+
+    async def execute(self, env_group_builder, policy) -> RolloutResult:
+        builder: HarborGroupBuilder = env_group_builder
+        await self.ctx.batch_gate(builder.batch)
+        sampling_client = getattr(policy, "sampling_client", None)
+        if sampling_client is None:
+            raise TypeError("the recipe samples through a Tinker sampling client (TinkerTokenCompleter)")
+        attempt = 0
+        while True:
+            try:
+                return await run_group(self.ctx, builder, sampling_client, attempt)
+            except TrialFailed as failure:
+                decision = await self._decide(builder, failure)
+                if decision != "retry_group":
+                    raise
+                attempt += 1
+
+    async def _decide(self, builder: HarborGroupBuilder, failure: TrialFailed) -> str:
+        ctx = self.ctx
+        ctx.publish(ErrorRaised(
+            step=builder.batch, group=builder.group, trial=failure.trial,
+            exception_type=failure.exception_type, message=failure.message,
+            trial_dir=failure.trial_dir, decision_needed=ctx.decision_timeout != 0,
+        ))
+        return await ctx.control.ask(builder.batch, builder.group, default="abort",
+                                     timeout=ctx.decision_timeout)
+
+
+@dataclass
+class TrialRun:
+    trial_id: str
+    outcome: Outcome | None = None
+    trial_dir: str | None = None
+    turns: list = field(default_factory=list)
+
+
+async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_client: tinker.SamplingClient,
+                    attempt: int = 0) -> RolloutResult:
+    from tbconsole.proxy import CaptureProxy
+
+    step, group = builder.batch, builder.group
+    suffix = f"-r{attempt}" if attempt else ""
+    trial_ids = [f"{builder.task_name}.s{step}g{group}t{k}{suffix}" for k in range(builder.group_size)]
+    proxy = CaptureProxy(
+        renderer=ctx.renderer, tokenizer=ctx.tokenizer, sampler=sampling_client,
+        default_max_tokens=ctx.max_tokens,
+        capture_dir=ctx.log_path / "capture" / f"step_{step:06d}" / f"group_{group:03d}{suffix}",
+        publish=ctx.publish, step=step, group=group,
+        listen_host=ctx.listen_host, advertised_host=ctx.advertised_host,
+    )
+    await proxy.start()
+    runs = [TrialRun(t) for t in trial_ids]
+    try:
+        ctx.publish(GroupStarted(step=step, group=group, task=builder.task_name, trials=trial_ids,
+                                 proxy_url=proxy.url))
+        for run in runs:
+            ctx.publish(TrialPhase(step=step, group=group, trial=run.trial_id, phase="queued",
+                                   task=builder.task_name))
+        limit = asyncio.Semaphore(ctx.max_parallel_trials)
+        try:
+            async with asyncio.TaskGroup() as tasks:  # first TrialFailed cancels the rest
+                for run in runs:
+                    tasks.create_task(_run_trial(ctx, builder, proxy, run, limit))
+        except* TrialFailed as failures:
+            first = failures.exceptions[0]
+            ctx.publish(GroupEnded(step=step, group=group, rewards=[r.outcome.reward if r.outcome else None for r in runs],
+                                   ok=False, error=str(first)))
+            raise first from None
+        rewards = [run.outcome.reward for run in runs]
+        ctx.publish(GroupEnded(step=step, group=group, rewards=rewards, ok=True))
+    finally:
+        await proxy.stop()
+
+    builder.rewards = [
+        TrialReward(run.outcome.reward, {f"exit_status/{run.outcome.status}": 1.0}) for run in runs
+    ]
+    trajectories = [to_trajectory(run.turns) for run in runs]
+    return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
+
+
+async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun,
+                     limit: asyncio.Semaphore) -> None:
+    from harbor.trial.hooks import TrialEvent
+    from harbor.trial.trial import Trial
+
+    step, group = builder.batch, builder.group
+    async with limit:
+        cred = proxy.register_trial(run.trial_id, context_window=ctx.template.proxy.context_window,
+                                    temperature=ctx.template.proxy.temperature)
+        config = ctx.template.config_for(
+            builder.task_dir.resolve(), run.trial_id, cred.proxy_url, cred.api_key,
+            default_trials_dir=ctx.log_path / "trials" / f"step_{step:06d}",
+        )
+        run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
+        started = time.monotonic()
+
+        def phase(name: str):
+            async def hook(_event) -> None:
+                ctx.publish(TrialPhase(step=step, group=group, trial=run.trial_id, phase=name,
+                                       task=builder.task_name, trial_dir=run.trial_dir))
+            return hook
+
+        try:
+            trial = await Trial.create(config)
+        except Exception as exc:  # a task or environment definition Harbor refuses
+            raise _failed(ctx, builder, run, type(exc).__name__, str(exc), started) from None
+        for harbor_event, name in HARBOR_PHASES.items():
+            trial.add_hook(TrialEvent(harbor_event), phase(name))
+        result = await trial.run()
+
+    exc = result.exception_info
+    rewards = result.verifier_result.rewards if result.verifier_result else None
+    stats = proxy.stats(run.trial_id)
+    outcome = classify(
+        exc.exception_type if exc else None, exc.exception_message if exc else None,
+        rewards, ctx.reward_key, context_refused=getattr(stats, "context_refused", False),
+    )
+    run.turns = proxy.turns(run.trial_id)
+    if outcome.scored and proxy.lost(run.trial_id):
+        outcome = Outcome("AgentError", None, "CaptureLost", proxy.lost_reason(run.trial_id) or "a turn was not captured")
+    if outcome.scored and any(len(t.logprobs) != len(t.output_tokens) for t in run.turns):
+        outcome = Outcome("AgentError", None, "MissingLogprobs", "a sampled turn came without log-probs")
+    run.outcome = outcome
+    if not outcome.scored:
+        raise _failed(ctx, builder, run, outcome.exception_type or "AgentError", outcome.message or "", started)
+    ctx.publish(TrialEnded(
+        step=step, group=group, trial=run.trial_id, outcome=outcome.status, scored=True,
+        reward=outcome.reward, turns=len(run.turns), output_tokens=sum(len(t.output_tokens) for t in run.turns),
+        trial_dir=run.trial_dir, timings={"total": time.monotonic() - started},
+        exception_type=outcome.exception_type, exception_message=outcome.message,
+    ))
+
+
+def _failed(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, exception_type: str, message: str,
+            started: float) -> TrialFailed:
+    ctx.publish(TrialEnded(
+        step=builder.batch, group=builder.group, trial=run.trial_id, outcome="AgentError", scored=False,
+        reward=None, turns=len(run.turns), output_tokens=sum(len(t.output_tokens) for t in run.turns),
+        trial_dir=run.trial_dir, timings={"total": time.monotonic() - started},
+        exception_type=exception_type, exception_message=message,
+    ))
+    return TrialFailed(run.trial_id, exception_type, message, run.trial_dir)
+
+
+def to_trajectory(turns: list) -> Trajectory:
+    """Captured turns → one cookbook trajectory (reward comes from the group, not per step).
+    The cookbook merges consecutive turns into one datum when a prompt extends the previous
+    prompt + output exactly, and starts a new datum otherwise."""
+    transitions = [
+        Transition(
+            ob=tinker.ModelInput.from_ints(list(turn.prompt_tokens)),
+            ac=TokensWithLogprobs(tokens=list(turn.output_tokens), maybe_logprobs=list(turn.logprobs),
+                                  stop_reason=turn.stop_reason),
+            reward=0.0,
+            episode_done=index == len(turns) - 1,
+        )
+        for index, turn in enumerate(turns)
+    ]
+    return Trajectory(transitions=transitions, final_ob=tinker.ModelInput.empty())

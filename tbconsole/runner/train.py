@@ -1,0 +1,184 @@
+"""The recipe's run: the cookbook's synchronous RL loop with Harbor groups, events and controls.
+
+``main`` mirrors ``tinker_cookbook.rl.train.main`` for the synchronous mode the recipe uses
+(same logging, resume from ``checkpoints.jsonl``, client creation, checkpoint manager, then
+the cookbook's own ``do_sync_training``). We own this orchestration rather than calling the
+cookbook's ``main`` because a clean stop must save a checkpoint between batches, which needs
+the checkpoint manager in hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import chz
+import tinker
+from tinker_cookbook import checkpoint_utils
+from tinker_cookbook.rl import train as rl_train
+from tinker_cookbook.utils import ml_log
+
+from tbconsole.control import ControlInbox, RunControl
+from tbconsole.events import CheckpointSaved, EventBus, LogLine, RunEnded, RunStarted, StepMetrics, redact
+from tbconsole.runner import health
+from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
+from tbconsole.runner.outcomes import TrialFailed
+from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
+from tbconsole.runner.trials import load_template
+
+logger = logging.getLogger(__name__)
+
+
+class EventMetricsLogger(ml_log.Logger):
+    """Each cookbook metrics row (what goes to metrics.jsonl) also becomes a StepMetrics event."""
+
+    def __init__(self, publish):
+        self.publish = publish
+
+    def log_hparams(self, config: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        self.publish(StepMetrics(step=-1 if step is None else int(step), metrics=numbers))
+
+
+@dataclass
+class RunResult:
+    status: str  # done | stopped | aborted | failed
+    step: int
+    message: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status in ("done", "stopped") else 1
+
+
+async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
+               decision_timeout: float | None = 0) -> RunResult:
+    args = parsed.args
+    config: rl_train.Config = args.config
+    harbor = args.harbor
+    log_path = Path(config.log_path)
+    log_path.mkdir(parents=True, exist_ok=True)
+    publish = bus.publish
+
+    template = load_template(Path(harbor.trial_config))
+    renderer_name = resolve_renderer_name(config)
+    base_url = health.resolve_base_url(config.base_url)
+    await health.check_reachable(base_url, publish)
+
+    from tinker_cookbook.renderers import get_renderer
+    from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+    tokenizer = get_tokenizer(config.model_name)
+    renderer = get_renderer(renderer_name, tokenizer)
+    ctx = RunContext(
+        publish=publish, control=control, log_path=log_path, renderer=renderer, tokenizer=tokenizer,
+        template=template, max_tokens=config.max_tokens, reward_key=harbor.reward_key,
+        listen_host=harbor.listen_host, advertised_host=harbor.advertised_host,
+        max_parallel_trials=harbor.max_parallel_trials_per_group, decision_timeout=decision_timeout,
+    )
+    strategy = HarborRolloutStrategy(ctx)
+    config = chz.replace(config, renderer_name=renderer_name, rollout_error_tolerance=strategy)
+
+    ml_logger = ml_log.setup_logging(log_dir=config.log_path, wandb_project=config.wandb_project,
+                                     config=config, wandb_name=config.wandb_name)
+    ml_logger.loggers.append(EventMetricsLogger(publish))
+    resume = checkpoint_utils.get_last_checkpoint(config.log_path)
+    start_batch = resume.batch if resume else 0
+
+    service_client = tinker.ServiceClient(base_url=config.base_url)
+    if resume:
+        training_client = await service_client.create_training_client_from_state_with_optimizer_async(resume.state_path)
+    elif config.load_checkpoint_path:
+        training_client = await service_client.create_training_client_from_state_async(config.load_checkpoint_path)
+    else:
+        training_client = await service_client.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
+
+    dataset, _ = await config.dataset_builder()
+    num_batches = len(dataset)
+    end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
+    checkpoint_mgr = checkpoint_utils.CheckpointManager(
+        training_client=training_client, service_client=service_client, log_path=config.log_path,
+        save_every=config.save_every, ttl_seconds=config.ttl_seconds,
+        rolling_save_every=config.rolling_save_every, rolling_ttl_seconds=config.rolling_ttl_seconds,
+        store=ml_logger.store,
+    )
+    publish(RunStarted(
+        run_id=uuid.uuid4().hex[:12], log_path=str(log_path), model_name=config.model_name,
+        base_url=base_url, renderer_name=renderer_name, total_steps=end_batch, start_step=start_batch,
+        groups_per_batch=config.dataset_builder.groups_per_batch,
+        group_size=config.dataset_builder.group_size,
+        tasks=[p.name for p in dataset.tasks],
+        config=redact({"config": _plain(args.config), "harbor": _plain(harbor)}),
+    ))
+    if resume:
+        publish(LogLine(level="info", message=f"resuming at batch {start_batch} from {resume.state_path}"))
+
+    inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
+    background = [asyncio.create_task(inbox.run()), asyncio.create_task(health.monitor(base_url, publish))]
+    training = asyncio.create_task(rl_train.do_sync_training(
+        start_batch=start_batch, end_batch=end_batch, num_batches=end_batch, config=config,
+        training_client=training_client, kl_reference_client=None, evaluators=[], dataset=dataset,
+        ml_logger=ml_logger, tokenizer=tokenizer, error_counter=None, strategy=strategy,
+        checkpoint_mgr=checkpoint_mgr,
+    ))
+    aborted = asyncio.create_task(control.abort_requested.wait())
+    try:
+        await asyncio.wait({training, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        if not training.done():  # abort: cancel the trials in flight; captures/events stay
+            training.cancel()
+            await asyncio.gather(training, return_exceptions=True)
+            result = RunResult("aborted", max(ctx._gates, default=start_batch), "aborted by request")
+        else:
+            result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, publish)
+    finally:
+        for task in (*background, aborted):
+            task.cancel()
+        ml_logger.close()
+    control.finish("done" if result.status in ("done", "stopped") else "failed", result.message)
+    publish(RunEnded(status=result.status, step=result.step, message=result.message))
+    return result
+
+
+async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, publish) -> RunResult:
+    try:
+        training.result()
+    except StopRun:
+        batch = max(ctx._gates)
+        if control.abort_requested.is_set():
+            return RunResult("aborted", batch, "aborted by request")
+        # Stop: batch-1 was trained; checkpoint so a rerun of the same command resumes at `batch`.
+        if not checkpoint_mgr.should_save_periodic(batch):
+            paths = await checkpoint_mgr.save_periodic_async(step=batch, loop_state={"batch": batch})
+            publish(CheckpointSaved(step=batch, name=f"{batch:06d}", state_path=paths.get("state_path"),
+                                    sampler_path=paths.get("sampler_path")))
+        await checkpoint_mgr.finalize_async()
+        return RunResult("stopped", batch, f"stopped cleanly before batch {batch}")
+    except TrialFailed as failure:
+        return RunResult("failed", max(ctx._gates, default=start_batch), str(failure))
+    if start_batch < end_batch:
+        paths = await checkpoint_mgr.save_final_async(loop_state={"batch": end_batch})
+        publish(CheckpointSaved(step=end_batch, name="final", state_path=paths.get("state_path"),
+                                sampler_path=paths.get("sampler_path")))
+    else:
+        await checkpoint_mgr.finalize_async()
+    return RunResult("done", end_batch, None)
+
+
+def _plain(obj: Any) -> Any:
+    """A JSON-friendly view of a chz config (for the RunStarted event)."""
+    if hasattr(obj, "__chz_fields__"):
+        return {name: _plain(getattr(obj, name)) for name in obj.__chz_fields__}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return repr(obj)

@@ -1,0 +1,76 @@
+"""Run control: the state machine, batch boundaries, decisions, and the cross-process inbox."""
+
+import asyncio
+
+import pytest
+
+from tbconsole.control import ControlClient, ControlError, ControlInbox, RunControl
+from tbconsole.events import ControlChanged, DecisionMade
+
+
+def _control():
+    seen = []
+    return RunControl(seen.append), seen
+
+
+async def test_pause_waits_at_the_boundary_until_resume():
+    control, seen = _control()
+    control.pause()
+    assert control.state == "pausing"
+    boundary = asyncio.create_task(control.batch_boundary())
+    await asyncio.sleep(0.05)
+    assert not boundary.done() and control.state == "paused"
+    control.resume()
+    assert await boundary is True
+    assert [e.state for e in seen if isinstance(e, ControlChanged)] == ["pausing", "paused", "running"]
+
+
+async def test_stop_and_abort_end_the_run_at_the_boundary():
+    control, _ = _control()
+    control.stop()
+    assert await control.batch_boundary() is False
+    control2, _ = _control()
+    control2.pause()
+    waiting = asyncio.create_task(control2.batch_boundary())
+    await asyncio.sleep(0.01)
+    control2.abort()  # a paused run wakes up to abort
+    assert await waiting is False and control2.abort_requested.is_set()
+
+
+def test_invalid_commands_are_refused():
+    control, _ = _control()
+    with pytest.raises(ControlError):
+        control.resume()
+    with pytest.raises(ControlError):
+        control.decide("abort")  # nothing pending
+    with pytest.raises(ControlError):
+        control.apply("explode")
+
+
+async def test_decisions_headless_default_and_console_answer():
+    control, seen = _control()
+    assert await control.ask(0, 1, default="abort", timeout=0) == "abort"
+    asking = asyncio.create_task(control.ask(0, 1, default="abort", timeout=None))
+    await asyncio.sleep(0.01)
+    assert control.state == "awaiting_decision"
+    control.decide("retry_group")
+    assert await asking == "retry_group"
+    assert control.state == "running"
+    made = [e for e in seen if isinstance(e, DecisionMade)]
+    assert [(m.decision, m.by) for m in made] == [("abort", "headless-default"), ("retry_group", "console")]
+
+
+async def test_commands_from_another_process_reach_the_run(tmp_path):
+    control, _ = _control()
+    errors = []
+    inbox = ControlInbox(tmp_path, control, on_error=errors.append)
+    client = ControlClient(tmp_path)
+    client.send("pause")
+    client.send("resume")
+    client.send("resume")  # not valid any more: reported, not fatal
+    assert inbox.poll() == 3
+    assert control.state == "running"
+    assert len(errors) == 1 and "nothing to resume" in errors[0]
+    assert not list(inbox.inbox.iterdir())
+    with pytest.raises(ControlError):
+        ControlClient(tmp_path / "elsewhere").send("pause")

@@ -1,0 +1,52 @@
+"""Events: round-trip through events.jsonl, tolerance of damage and newer kinds, redaction."""
+
+import json
+
+from tbconsole.events import (
+    EventBus,
+    GroupEnded,
+    RunStarted,
+    TrialPhase,
+    decode,
+    read_events,
+    redact,
+)
+
+
+def test_round_trip_through_the_file(tmp_path):
+    bus = EventBus(tmp_path)
+    seen = []
+    bus.subscribe(seen.append)
+    events = [
+        TrialPhase(step=0, group=1, trial="t", phase="agent", task="hello"),
+        GroupEnded(step=0, group=1, rewards=[1.0, None], ok=False, error="boom"),
+    ]
+    for event in events:
+        bus.publish(event)
+    bus.close()
+    assert seen == events
+    assert list(read_events(tmp_path / "events.jsonl")) == events
+    first = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[0])
+    assert first["v"] == 1 and first["kind"] == "trial.phase"
+
+
+def test_damaged_and_unknown_lines_are_skipped(tmp_path):
+    path = tmp_path / "events.jsonl"
+    good = TrialPhase(step=1, group=0, trial="x", phase="done").to_json()
+    path.write_text("\n".join([good, '{"v": 9, "kind": "from.the.future", "ts": 1}', "[]", good[:20]]) + "\n")
+    assert len(list(read_events(path))) == 1
+    assert decode('{"kind": "trial.phase", "step": "missing fields"}') is None
+
+
+def test_secrets_are_redacted():
+    config = {"config": {"base_url": "http://x", "api_key": "tml-abcdefghijkl"},
+              "harbor": {"trial_config": "t.json"},
+              "env": {"OPENAI_API_KEY": "{proxy_api_key}", "E2B_API_KEY": "e2b_0123456789", "note": "key sk-abcdefgh1234"}}
+    clean = redact(config)
+    text = json.dumps(clean)
+    assert "tml-abcdefghijkl" not in text and "e2b_0123456789" not in text and "sk-abcdefgh1234" not in text
+    assert clean["env"]["OPENAI_API_KEY"] == "{proxy_api_key}"  # a placeholder is not a secret
+    assert clean["config"]["base_url"] == "http://x"
+    event = RunStarted(run_id="r", log_path="/l", model_name="m", base_url=None, renderer_name=None,
+                       total_steps=1, groups_per_batch=1, group_size=1, tasks=[], config=clean)
+    assert "tml-" not in event.to_json()
