@@ -114,6 +114,8 @@ def _run_tasks(args) -> int:
 
 BENCHMARKS = {
     "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
+    "engine": ("tbconsole.bench.engine", "local engine: prefill, sampling (1 and 8 concurrent), train step, "
+               "vs the bare model"),
 }
 
 
@@ -136,6 +138,16 @@ def _run_bench(args) -> int:
     return importlib.import_module(args.bench_module).run(args)
 
 
+def _add_engine(sub) -> None:
+    from tbconsole.engine import cli as engine_cli
+
+    p = sub.add_parser("engine", help="serve the local Tinker-compatible engine (loopback by default)",
+                       description="Serve the local Tinker-compatible engine: the tinker SDK and the "
+                       "cookbook train and sample against it as against a gateway.")
+    engine_cli.add_arguments(p)
+    p.set_defaults(handler=engine_cli.run)
+
+
 def _add_train(sub) -> None:
     p = sub.add_parser("train", add_help=False,
                        help="run the recipe: same KEY=VALUE arguments as python -m tinker_agent.train",
@@ -150,17 +162,31 @@ def _run_train(rest: list[str]) -> int:
     return run_train(rest)
 
 
+def _run_demo(rest: list[str]) -> int:
+    from tbconsole.runner.cli import run_demo
+
+    return run_demo(rest)
+
+
+def _add_demo(sub) -> None:
+    # Listed for --help; `tbconsole demo …` is dispatched before argparse (KEY=VALUE arguments).
+    sub.add_parser("demo", add_help=False, help="the recipe on the embedded default: local engine, "
+                   "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides)")
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="tbconsole", description="Training console for Terminal-Bench RL with Harbor and Tinker.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_trial(sub)
     _add_tasks(sub)
     _add_bench(sub)
+    _add_engine(sub)
     _add_train(sub)
+    _add_demo(sub)
     return parser
 
 
-PASSTHROUGH = {"train": "_run_train"}  # commands that parse their own KEY=VALUE arguments
+PASSTHROUGH = {"train": "_run_train", "demo": "_run_demo"}  # commands that parse their own KEY=VALUE arguments
 
 
 def main(argv: list[str] | None = None) -> int:
