@@ -5,6 +5,7 @@ after the current batch (checkpoint, exit 0), twice aborts."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -38,12 +39,17 @@ def split_flags(argv: list[str]) -> tuple[list[str], set[str]]:
 
 
 def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str = "tbconsole train",
-              prepare=None) -> int:
-    """Parse, then run headless. ``prepare(parsed) -> context manager`` lets `demo` start the
-    local engine around the run."""
+              materialize=None, prepare=None) -> int:
+    """Parse, then run headless. ``materialize(parsed) -> parsed`` may fill in generated
+    files before validation; ``prepare(parsed)`` (an async context manager) lets `demo` start
+    the local engine around the run."""
     from tbconsole.runner.options import OptionsError, help_text, parse
 
     offline.apply_safe_defaults()
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the cookbook's progress bars would garble the log
+    from tbconsole.engine.registry import register_with_cookbook
+
+    register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
     keys, flags = split_flags(argv)
     if "--help" in flags or "-h" in argv:
         print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
@@ -55,6 +61,8 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
         return 2
     try:
         parsed = parse(keys, extra_defaults)
+        if materialize is not None:
+            parsed = materialize(parsed)
         from tbconsole.runner.trials import load_template
         from tbconsole.trial import TrialConfigError
 
@@ -109,3 +117,11 @@ async def _run(parsed, prepare) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         bus.close()
+
+
+def run_demo(argv: list[str]) -> int:
+    from tbconsole.runner import demo
+
+    offline.apply_embedded_defaults()
+    return run_train(argv, extra_defaults=demo.DEMO_DEFAULTS, prog="tbconsole demo",
+                     materialize=demo.materialize, prepare=demo.embedded_engine)

@@ -83,12 +83,15 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         listen_host=harbor.listen_host, advertised_host=harbor.advertised_host,
         max_parallel_trials=harbor.max_parallel_trials_per_group, decision_timeout=decision_timeout,
     )
+    # The recipe's rollout strategy goes straight to the loop (not into the config, which the
+    # cookbook deep-copies for config.json).
     strategy = HarborRolloutStrategy(ctx)
-    config = chz.replace(config, renderer_name=renderer_name, rollout_error_tolerance=strategy)
+    config = chz.replace(config, renderer_name=renderer_name)
 
     ml_logger = ml_log.setup_logging(log_dir=config.log_path, wandb_project=config.wandb_project,
                                      config=config, wandb_name=config.wandb_name)
     ml_logger.loggers.append(EventMetricsLogger(publish))
+    _quiet_console_logging()
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
     start_batch = resume.batch if resume else 0
 
@@ -169,6 +172,14 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
     else:
         await checkpoint_mgr.finalize_async()
     return RunResult("done", end_batch, None)
+
+
+def _quiet_console_logging() -> None:
+    """The cookbook logs every trajectory at INFO to the console; the run's own progress log
+    (or the console UI) is the readable view, and logs.log keeps the full text."""
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.WARNING)
 
 
 def _plain(obj: Any) -> Any:

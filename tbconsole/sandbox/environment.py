@@ -47,6 +47,8 @@ class LocalSandboxOptions(EnvironmentOptions):
     """Run tasks that ask for a container image on the host root anyway."""
     workdir: str = DEFAULT_WORKDIR
     """Working directory for tasks that do not set [environment] workdir."""
+    host_paths: list[str] = []
+    """Host folders shown read-only at the same path inside (e.g. a virtualenv with an agent)."""
 
 
 class LocalSandbox(BaseEnvironment):
@@ -96,6 +98,7 @@ class LocalSandbox(BaseEnvironment):
             memory_mb=self._effective_memory_mb,
             cpus=self._effective_cpus,
             root=Path(self._options.root) if self._options.root else DEFAULT_ROOT,
+            host_paths=tuple(self._options.host_paths),
         )
         self._sandbox = NamespaceSandbox(spec)
         await self._sandbox.start()

@@ -64,6 +64,9 @@ class SandboxSpec:
     memory_mb: int | None = None
     cpus: float | None = None
     root: Path = field(default_factory=lambda: DEFAULT_ROOT)
+    # Host folders shown read-only at the same path inside, even where the sandbox hides the
+    # host's view (/tmp, /var/tmp): e.g. the project's virtualenv, for agents run from it.
+    host_paths: tuple[str, ...] = ()
 
 
 def preflight(root: Path = DEFAULT_ROOT) -> None:
@@ -178,6 +181,10 @@ mount -t tmpfs -o mode=1777 tmpfs "$merged/tmp"
 # Hide every sandbox's state (this one's included) from the inside.
 if [ -d "$merged$root" ]; then mount -t tmpfs -o mode=700 tmpfs "$merged$root"; fi
 if [ -d "$merged/var/tmp" ]; then mount -t tmpfs -o mode=1777 tmpfs "$merged/var/tmp"; fi
+shift 5
+for p in "$@"; do
+  mkdir -p "$merged$p" && mount --bind "$p" "$merged$p" && mount -o remount,bind,ro "$merged$p"
+done
 # The workdir starts empty even if the host has a folder of that name.
 rm -rf "$merged$workdir"
 mkdir -p "$merged$workdir" "$merged/logs"
@@ -238,7 +245,7 @@ class NamespaceSandbox:
         argv = [
             "setpriv", "--pdeathsig", "KILL", *unshare, "--", "/bin/sh", "-c", _SETUP_SCRIPT,
             "holder", str(merged), str(upper), str(work), self.spec.workdir,
-            str(self.spec.root),
+            str(self.spec.root), *[str(Path(p).resolve()) for p in self.spec.host_paths],
         ]
         env = {**BASE_ENV, "INIT_SCRIPT": _INIT_SCRIPT}
         self._holder = await asyncio.create_subprocess_exec(

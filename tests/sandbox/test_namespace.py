@@ -160,6 +160,21 @@ async def test_background_process_survives_between_execs(sandbox):
     assert r.stdout == b"gone\n"
 
 
+async def test_host_paths_are_visible_read_only_even_under_hidden_tmp(root, tmp_path):
+    shared = tmp_path / "venv-like"
+    shared.mkdir()
+    (shared / "tool").write_text("#!/bin/sh\necho from-host\n")
+    (shared / "tool").chmod(0o755)
+    box = NamespaceSandbox(SandboxSpec(name="binds", root=root, host_paths=(str(shared),)))
+    await box.start()
+    try:
+        r = await box.exec(f"{shared}/tool; touch {shared}/x 2>/dev/null || echo read-only")
+        assert r.stdout == b"from-host\nread-only\n"
+        assert (await box.exec("ls -A /tmp | wc -l")).stdout.strip() != b"0"  # only the bind's parents
+    finally:
+        await box.stop()
+
+
 async def test_writes_stay_inside(sandbox):
     marker = Path("/opt/tbconsole-sandbox-write-test")
     r = await sandbox.exec(f"echo inside > {marker} && cat {marker}")

@@ -1,0 +1,105 @@
+"""The whole recipe offline: `tbconsole demo` on the embedded default (local engine, bundled
+tasks, local sandbox, real mini-swe-agent through the capture proxy, the cookbook's loop)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tbconsole.control import ControlClient
+from tbconsole.events import read_events
+from tbconsole.proxy import read_capture
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+SMALL = ["config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
+         "config.max_tokens=64"]
+
+
+def _demo(log: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "tbconsole", "demo", f"config.log_path={log}", *SMALL, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _events(log: Path) -> list:
+    path = log / "events.jsonl"
+    return list(read_events(path)) if path.exists() else []
+
+
+def _wait_for(log: Path, kind: str, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.kind == kind for e in _events(log)):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no {kind} event within {timeout} s")
+
+
+def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
+    log = tmp_path / "run"
+    proc = _demo(log, "config.max_steps=1")
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    rows = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1
+    for key in ("env/all/reward/total", "optim/kl_sample_train_v1", "optim/entropy", "optim/lr",
+                "env/all/total_ac_tokens", "env/all/by_group/frac_mixed", "progress/batch"):
+        assert key in rows[0], key
+    assert abs(rows[0]["optim/kl_sample_train_v1"]) < 1e-3  # captured logprobs match the trainer's
+    assert [json.loads(line)["batch"] for line in (log / "checkpoints.jsonl").read_text().splitlines()][-1] == 1
+    captured = [t for f in sorted((log / "capture").rglob("*.jsonl")) for t in read_capture(f)]
+    assert captured, "the agent's model calls were captured"
+    assert sum(len(t.output_tokens) for t in captured) == rows[0]["env/all/total_ac_tokens"]
+    assert sum(len(t.prompt_tokens) for t in captured) == rows[0]["env/all/total_ob_tokens"]
+    kinds = [e.kind for e in _events(log)]
+    for kind in ("run.started", "gateway.health", "group.started", "trial.phase", "proxy.request",
+                 "trial.ended", "group.ended", "step.metrics", "run.ended"):
+        assert kind in kinds, kind
+    ended = [e for e in _events(log) if e.kind == "run.ended"][-1]
+    assert ended.status == "done"
+    assert "tml-local" not in (log / "events.jsonl").read_text()
+
+
+def test_stop_cleanly_then_rerun_resumes_at_the_next_batch(tmp_path):
+    log = tmp_path / "run"
+    proc = _demo(log, "config.max_steps=2")
+    _wait_for(log, "group.started")
+    ControlClient(log).send("stop")
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    ended = [e for e in _events(log) if e.kind == "run.ended"][-1]
+    assert ended.status == "stopped" and ended.step == 1
+    batches = [json.loads(line)["batch"] for line in (log / "checkpoints.jsonl").read_text().splitlines()]
+    assert batches[-1] == 1
+    assert len((log / "metrics.jsonl").read_text().splitlines()) == 1  # batch 0 was trained
+
+    proc = _demo(log, "config.max_steps=2")
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    started = [e for e in _events(log) if e.kind == "run.started"]
+    assert [s.start_step for s in started] == [0, 1]
+    steps = [json.loads(line)["step"] for line in (log / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1]
+
+
+def test_abort_keeps_captures_and_events(tmp_path):
+    log = tmp_path / "run"
+    proc = _demo(log, "config.max_steps=1")
+    _wait_for(log, "proxy.request")
+    proc.send_signal(signal.SIGINT)  # first Ctrl-C: stop after the batch
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # second: abort now
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out[-3000:]
+    events = _events(log)
+    assert [e.status for e in events if e.kind == "run.ended"] == ["aborted"]
+    requests = [e for e in events if e.kind == "proxy.request" and e.captured]
+    captured = [t for f in (log / "capture").rglob("*.jsonl") for t in read_capture(f)]
+    assert requests and len(captured) >= len(requests)
+    assert not (log / "metrics.jsonl").exists() or not (log / "metrics.jsonl").read_text().strip()
