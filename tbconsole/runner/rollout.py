@@ -84,9 +84,9 @@ class HarborRolloutStrategy(RolloutStrategy):
     async def execute(self, env_group_builder, policy) -> RolloutResult:
         builder: HarborGroupBuilder = env_group_builder
         await self.ctx.batch_gate(builder.batch)
-        sampling_client = getattr(policy, "sampling_client", None)
-        if sampling_client is None:
+        if not hasattr(policy, "sampling_client"):
             raise TypeError("the recipe samples through a Tinker sampling client (TinkerTokenCompleter)")
+        sampling_client = policy.sampling_client
         attempt = 0
         while True:
             try:
@@ -188,7 +188,11 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
             raise _failed(ctx, builder, run, type(exc).__name__, str(exc), started) from None
         for harbor_event, name in HARBOR_PHASES.items():
             trial.add_hook(TrialEvent(harbor_event), phase(name))
-        result = await trial.run()
+        try:
+            result = await trial.run()
+        except asyncio.CancelledError:
+            await _sandbox_gone(trial)
+            raise
 
     exc = result.exception_info
     rewards = result.verifier_result.rewards if result.verifier_result else None
@@ -211,6 +215,17 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
         trial_dir=run.trial_dir, timings={"total": time.monotonic() - started},
         exception_type=outcome.exception_type, exception_message=outcome.message,
     ))
+
+
+async def _sandbox_gone(trial, timeout: float = 60) -> None:
+    """A cancelled trial's sandbox is stopped by Harbor in the background: wait for it, so a
+    group that raised leaves no sandbox behind when it returns."""
+    waiter = getattr(getattr(trial, "agent_environment", None), "wait_stopped", None)
+    if waiter is not None:
+        try:
+            await asyncio.wait_for(waiter(), timeout)
+        except TimeoutError:
+            pass
 
 
 def _failed(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, exception_type: str, message: str,

@@ -20,6 +20,7 @@ What a task gets:
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,8 @@ class LocalSandbox(BaseEnvironment):
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._sandbox: NamespaceSandbox | None = None
+        self._stopped = asyncio.Event()
+        self._stopped.set()
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -101,6 +104,7 @@ class LocalSandbox(BaseEnvironment):
             host_paths=tuple(self._options.host_paths),
         )
         self._sandbox = NamespaceSandbox(spec)
+        self._stopped.clear()
         await self._sandbox.start()
         try:
             if self._sandbox.limits_note:
@@ -132,8 +136,16 @@ class LocalSandbox(BaseEnvironment):
     async def stop(self, delete: bool) -> None:
         # Always removes everything: a stopped sandbox has no processes, mounts or files left.
         sandbox, self._sandbox = self._sandbox, None
-        if sandbox is not None:
-            await sandbox.stop()
+        try:
+            if sandbox is not None:
+                await sandbox.stop()
+        finally:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        """Harbor stops a cancelled trial's environment in a shielded background task; a runner
+        that must not return before the sandbox is gone waits here."""
+        await self._stopped.wait()
 
     def _require(self) -> NamespaceSandbox:
         if self._sandbox is None:

@@ -1,0 +1,203 @@
+"""The outcome policy on real Harbor trials, with faults injected into tasks, environments and
+the capture path: what is scored, what raises, and that a raise cancels the group."""
+
+import asyncio
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tbconsole.control import RunControl
+from tbconsole.events import TrialEnded
+from tbconsole.runner.dataset import HarborGroupBuilder
+from tbconsole.runner.outcomes import TrialFailed
+from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, run_group
+from tbconsole.runner.trials import ProxySettings, TrialTemplate
+from tbconsole.sandbox.namespace import BASE_PATH
+from tests_support import pids_with
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def sandbox_root():
+    base = Path("/var/tmp/tbconsole-test-sandboxes")
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(dir=base))
+    yield path
+    assert not any(path.iterdir()), "sandbox folders left behind"
+    path.rmdir()
+
+
+def make_task(root: Path, name: str, *, solve: str, test: str, agent_timeout: float = 60) -> Path:
+    task = root / name
+    for sub in ("solution", "tests", "environment"):
+        (task / sub).mkdir(parents=True)
+    (task / "instruction.md").write_text("Do the thing.\n")
+    (task / "task.toml").write_text(textwrap.dedent(f"""
+        schema_version = "1.1"
+        [agent]
+        timeout_sec = {agent_timeout}
+        [verifier]
+        timeout_sec = 30.0
+        [environment]
+        workdir = "/app"
+    """))
+    (task / "environment" / "setup.sh").write_text("true\n")
+    (task / "solution" / "solve.sh").write_text(solve)
+    (task / "tests" / "test.sh").write_text("mkdir -p /logs/verifier\n" + test)
+    return task
+
+
+def context(tmp_path, sandbox_root, agent: dict | None = None, environment: dict | None = None,
+            proxy=ProxySettings()) -> tuple[RunContext, list]:
+    from tinker_cookbook.renderers import get_renderer
+
+    from tbconsole.engine.registry import load_tokenizer
+
+    tokenizer = load_tokenizer()
+    renderer = get_renderer("qwen3_5", tokenizer)
+    seen = []
+    raw = {
+        "agent": agent or {"name": "oracle"},
+        "environment": environment or {"import_path": "tbconsole.sandbox:LocalSandbox",
+                                       "kwargs": {"root": str(sandbox_root)}},
+    }
+    ctx = RunContext(publish=seen.append, control=RunControl(seen.append), log_path=tmp_path / "run",
+                     renderer=renderer, tokenizer=tokenizer,
+                     template=TrialTemplate(raw=raw, proxy=proxy, source="test"), max_tokens=32)
+    return ctx, seen
+
+
+def group(task: Path, size: int = 2) -> HarborGroupBuilder:
+    return HarborGroupBuilder(task_dir=task, task_index=0, batch=0, group=0, group_size=size)
+
+
+def ended(seen) -> list[TrialEnded]:
+    return [e for e in seen if isinstance(e, TrialEnded)]
+
+
+async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root):
+    ok = make_task(tmp_path, "ok", solve="echo done > /app/out\n",
+                   test="grep -q done /app/out && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+    ctx, seen = context(tmp_path, sandbox_root)
+    result = await run_group(ctx, builder := group(ok), sampling_client=None)
+    assert [r.reward for r in builder.rewards] == [1.0, 1.0]
+    assert len(result.trajectories) == 2 and all(t.transitions == [] for t in result.trajectories)
+
+    slow = make_task(tmp_path, "slow", solve="sleep 30\n", test="echo 0.5 > /logs/verifier/reward.txt\n",
+                     agent_timeout=1)
+    ctx, seen = context(tmp_path, sandbox_root)
+    await run_group(ctx, builder := group(slow), sampling_client=None)
+    assert [r.reward for r in builder.rewards] == [0.5, 0.5]
+    assert {e.outcome for e in ended(seen)} == {"TimeLimitExceeded"}
+    assert builder.rewards[0].metrics == {"exit_status/TimeLimitExceeded": 1.0}
+
+
+@pytest.mark.parametrize("test_script, kinds", [
+    # Harbor refuses a NaN reward file itself; our policy would refuse the value too.
+    ("echo nan > /logs/verifier/reward.txt\n", {"VerifierOutputParseError", "NonFiniteReward"}),
+    ("true  # writes no reward\n", {"RewardFileNotFoundError"}),
+])
+async def test_bad_rewards_raise_instead_of_scoring(tmp_path, sandbox_root, test_script, kinds):
+    task = make_task(tmp_path, "bad", solve="true\n", test=test_script)
+    ctx, seen = context(tmp_path, sandbox_root)
+    with pytest.raises(TrialFailed) as failure:
+        await run_group(ctx, group(task), sampling_client=None)
+    assert failure.value.exception_type in kinds
+    assert all(not e.scored for e in ended(seen))
+
+
+FLAKY_ENV = '''
+import asyncio
+
+from tbconsole.sandbox.environment import LocalSandbox
+
+class FlakySandbox(LocalSandbox):
+    """Test-only fault injection: the sandbox of trial t1 fails to start."""
+    async def start(self, force_build):
+        if ".s0g0t1" in self.session_id:
+            await asyncio.sleep(3)  # the other trials are running their agents by then
+            raise RuntimeError("sandbox not ready (injected)")
+        await super().start(force_build)
+'''
+
+
+async def test_sandbox_start_failure_raises_and_cancels_the_group(tmp_path, sandbox_root, monkeypatch):
+    (tmp_path / "faults_env.py").write_text(FLAKY_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = make_task(tmp_path, "long", solve="sleep 7461\n", test="echo 1 > /logs/verifier/reward.txt\n")
+    ctx, seen = context(tmp_path, sandbox_root, environment={"import_path": "faults_env:FlakySandbox",
+                                                            "kwargs": {"root": str(sandbox_root)}})
+    with pytest.raises(TrialFailed) as failure:
+        await asyncio.wait_for(run_group(ctx, group(task, size=3), sampling_client=None), 120)
+    assert failure.value.trial.endswith("t1")
+    assert "not ready" in failure.value.message
+    await asyncio.sleep(0.3)
+    assert pids_with("sleep 7461") == [], "the group's other trials were not cancelled"
+    assert not any(e.scored for e in ended(seen))
+
+
+async def test_headless_decision_stops_and_console_can_retry(tmp_path, sandbox_root):
+    task = make_task(tmp_path, "flaky", solve="true\n", test="true\n")  # no reward → raises
+    ctx, seen = context(tmp_path, sandbox_root)
+    strategy = HarborRolloutStrategy(ctx)
+
+    class Policy:
+        sampling_client = None
+
+    with pytest.raises(TrialFailed):
+        await strategy.execute(group(task), Policy())
+    assert [e.decision for e in seen if e.kind == "decision.made"] == ["abort"]
+
+    ctx2, seen2 = context(tmp_path, sandbox_root)
+    ctx2.decision_timeout = None  # someone is there to decide
+    strategy2 = HarborRolloutStrategy(ctx2)
+    running = asyncio.create_task(strategy2.execute(group(task), Policy()))
+    for _ in range(600):
+        if ctx2.control.state == "awaiting_decision":
+            break
+        await asyncio.sleep(0.05)
+    assert [e.decision_needed for e in seen2 if e.kind == "error.raised"] == [True]
+    ctx2.control.decide("retry_group")
+    for _ in range(600):
+        if ctx2.control.state == "awaiting_decision" and len([e for e in seen2 if e.kind == "error.raised"]) == 2:
+            break
+        await asyncio.sleep(0.05)
+    ctx2.control.decide("abort")
+    with pytest.raises(TrialFailed):
+        await running
+    assert [e.decision for e in seen2 if e.kind == "decision.made"] == ["retry_group", "abort"]
+    retried = {e.trial for e in ended(seen2)}
+    assert any(t.endswith("-r1") for t in retried)  # the retry ran fresh trials
+
+
+async def test_lost_capture_raises(tmp_path, sandbox_root):
+    """mini-swe-agent really calls the model; its turn cannot be persisted (the capture folder
+    is a file), so the trial must not be scored."""
+    import tinker
+
+    from tbconsole.engine.embedded import EmbeddedEngine
+
+    task = make_task(tmp_path, "talk", solve="true\n", test="echo 0 > /logs/verifier/reward.txt\n")
+    venv = Path(sys.prefix)
+    agent = {"name": "mini-swe-agent", "model_name": "openai/policy", "override_timeout_sec": 30,
+             "env": {"OPENAI_BASE_URL": "{proxy_url}/v1", "OPENAI_API_KEY": "{proxy_api_key}",
+                     "MSWEA_COST_TRACKING": "ignore_errors", "PATH": f"{venv / 'bin'}:{BASE_PATH}"},
+             "kwargs": {"max_tokens": 16, "skip_install": True, "config": {"agent": {"step_limit": 1}}}}
+    environment = {"import_path": "tbconsole.sandbox:LocalSandbox",
+                   "kwargs": {"root": str(sandbox_root), "host_paths": [str(venv)]}}
+    ctx, seen = context(tmp_path, sandbox_root, agent=agent, environment=environment)
+    blocked = ctx.log_path / "capture" / "step_000000" / "group_000"
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("not a folder")
+    with EmbeddedEngine(data_dir=str(tmp_path / "engine")) as engine:
+        service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
+        training = await service.create_lora_training_client_async("tbconsole/qwen3-tiny", rank=4)
+        sampler = await training.save_weights_and_get_sampling_client_async()
+        with pytest.raises(TrialFailed) as failure:
+            await run_group(ctx, group(task, size=1), sampling_client=sampler)
+    assert failure.value.exception_type == "CaptureLost"
+    assert any(e.kind == "proxy.capture_lost" for e in seen)
