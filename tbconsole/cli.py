@@ -114,12 +114,15 @@ def _run_tasks(args) -> int:
 
 BENCHMARKS = {
     "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
+    "console": ("tbconsole.ui.bench", "console: events/s ingested, UI lag, memory, attach's first frame"),
+    "proxy": ("tbconsole.bench.proxy", "capture proxy: overhead per call vs a bare aiohttp handler; "
+              "incremental vs full render"),
     "engine": ("tbconsole.bench.engine", "local engine: prefill, sampling (1 and 8 concurrent), train step, "
                "vs the bare model"),
 }
 
 
-def _add_bench(sub) -> None:
+def _add_bench(sub, full: bool = True) -> None:
     p = sub.add_parser("bench", help="run a benchmark (figures with a same-run baseline)",
                        description="Benchmarks. Each prints its figures beside a baseline measured "
                        "in the same run, with the ratio.")
@@ -127,9 +130,10 @@ def _add_bench(sub) -> None:
     for name, (module, summary) in BENCHMARKS.items():
         bp = names.add_parser(name, help=summary, description=summary)
         bp.set_defaults(handler=_run_bench, bench_module=module)
-        import importlib
+        if full:
+            import importlib
 
-        importlib.import_module(module).add_arguments(bp)
+            importlib.import_module(module).add_arguments(bp)
 
 
 def _run_bench(args) -> int:
@@ -138,14 +142,25 @@ def _run_bench(args) -> int:
     return importlib.import_module(args.bench_module).run(args)
 
 
-def _add_engine(sub) -> None:
-    from tbconsole.engine import cli as engine_cli
+def _add_attach(sub, full: bool = True) -> None:
+    p = sub.add_parser("attach", help="open the console over another process's run (live or replay)",
+                       description="Open the console over a run's log_path: live (tailing events.jsonl, "
+                       "controls through the run's control inbox) or, when the run has ended, replay.")
+    if full:
+        from tbconsole.ui.cli import add_attach_arguments  # light: no Textual import until it runs
 
+        add_attach_arguments(p)
+
+
+def _add_engine(sub, full: bool = True) -> None:
     p = sub.add_parser("engine", help="serve the local Tinker-compatible engine (loopback by default)",
                        description="Serve the local Tinker-compatible engine: the tinker SDK and the "
                        "cookbook train and sample against it as against a gateway.")
-    engine_cli.add_arguments(p)
-    p.set_defaults(handler=engine_cli.run)
+    if full:
+        from tbconsole.engine import cli as engine_cli  # imports torch: only when asked for
+
+        engine_cli.add_arguments(p)
+        p.set_defaults(handler=engine_cli.run)
 
 
 def _add_train(sub) -> None:
@@ -174,13 +189,16 @@ def _add_demo(sub) -> None:
                    "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides)")
 
 
-def build_parser() -> Parser:
+def build_parser(command: str | None = None) -> Parser:
+    """The command line. Only the command being run gets its full argument list, so that
+    `tbconsole attach` never imports torch for `engine`'s options."""
     parser = Parser(prog="tbconsole", description="Training console for Terminal-Bench RL with Harbor and Tinker.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_trial(sub)
     _add_tasks(sub)
-    _add_bench(sub)
-    _add_engine(sub)
+    _add_bench(sub, full=command == "bench")
+    _add_engine(sub, full=command == "engine")
+    _add_attach(sub, full=command == "attach")
     _add_train(sub)
     _add_demo(sub)
     return parser
@@ -194,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in PASSTHROUGH:
         return globals()[PASSTHROUGH[argv[0]]](argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser = build_parser(argv[0] if argv else None)
+    try:
+        args = parser.parse_args(argv)
+    except BrokenPipeError:
+        return 0
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2

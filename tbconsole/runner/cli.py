@@ -12,7 +12,10 @@ from pathlib import Path
 
 from tbconsole import offline
 
-USAGE = """usage: tbconsole train KEY=VALUE ... [--headless]
+USAGE = """usage: tbconsole train KEY=VALUE ... [--headless] [--theme=NAME]
+
+On a terminal the console opens over the run; --headless (or no terminal) prints a compact
+progress log instead.
 
 The Terminal-Bench 2 recipe: config.* is tinker_cookbook.rl.train.Config (native names and
 defaults), config.dataset_builder.{tasks_dir, groups_per_batch=4, group_size=4, epochs=1},
@@ -33,9 +36,16 @@ All options:
 """
 
 
-def split_flags(argv: list[str]) -> tuple[list[str], set[str]]:
-    flags = {a for a in argv if a.startswith("--")}
-    return [a for a in argv if not a.startswith("--")], flags
+def split_flags(argv: list[str]) -> tuple[list[str], set[str], str | None]:
+    """KEY=VALUE arguments, flags, and the --theme value."""
+    theme = None
+    flags = set()
+    for a in argv:
+        if a.startswith("--theme="):
+            theme = a.split("=", 1)[1]
+        elif a.startswith("--"):
+            flags.add(a)
+    return [a for a in argv if not a.startswith("--")], flags, theme
 
 
 def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str = "tbconsole train",
@@ -50,13 +60,14 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
     from tbconsole.engine.registry import register_with_cookbook
 
     register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
-    keys, flags = split_flags(argv)
+    keys, flags, theme = split_flags(argv)
     if "--help" in flags or "-h" in argv:
         print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
         return 0
     unknown = flags - {"--headless", "--help"}
     if unknown:
-        print(f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --help; options are KEY=VALUE)",
+        print(f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --theme=NAME, --help; "
+              "options are KEY=VALUE)",
               file=sys.stderr)
         return 2
     try:
@@ -79,7 +90,38 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
     except OptionsError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_run(parsed, prepare))
+    if "--headless" in flags or not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return asyncio.run(_run(parsed, prepare))
+    return _run_console(parsed, prepare, theme)
+
+
+def _run_console(parsed, prepare, theme: str | None) -> int:
+    """The run as a worker in the console's own event loop; errors wait for a decision there."""
+    from tbconsole.control import RunControl
+    from tbconsole.events import EventBus
+    from tbconsole.runner import train
+    from tbconsole.ui.cli import run_console
+
+    log_path = Path(parsed.args.config.log_path)
+    bus = EventBus(log_path)
+    control = RunControl(bus.publish)
+
+    async def work():
+        if prepare is None:
+            return await train.main(parsed, bus, control, decision_timeout=None)
+        async with prepare(parsed) as parsed_for_run:
+            return await train.main(parsed_for_run, bus, control, decision_timeout=None)
+
+    try:
+        result = run_console(bus, control, log_path, theme, work=work)
+    finally:
+        bus.close()
+    if result.error is not None:
+        print(f"error: {result.error}", file=sys.stderr)
+        return 1
+    if result.value is not None:
+        return result.value.exit_code
+    return result.exit_code
 
 
 async def _run(parsed, prepare) -> int:

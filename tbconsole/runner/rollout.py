@@ -27,6 +27,7 @@ from tinker_cookbook.rl.types import Trajectory, Transition
 
 from tbconsole.control import RunControl
 from tbconsole.events import (
+    BatchStarted,
     ErrorRaised,
     Event,
     GroupEnded,
@@ -65,16 +66,25 @@ class RunContext:
     advertised_host: str = "127.0.0.1"
     max_parallel_trials: int = 4
     decision_timeout: float | None = 0  # 0: headless (take the default at once)
+    dataset: Any = None  # HarborDataset, to announce each batch's groups
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
 
     async def batch_gate(self, batch: int) -> None:
         """The first group of a batch waits at the boundary (pause); the others share its answer."""
         gate = self._gates.get(batch)
         if gate is None:
-            gate = asyncio.ensure_future(self.control.batch_boundary())
+            gate = asyncio.ensure_future(self._open_batch(batch))
             self._gates[batch] = gate
         if not await asyncio.shield(gate):
             raise StopRun(f"no new batch after {batch - 1}: {self.control.state}")
+
+    async def _open_batch(self, batch: int) -> bool:
+        if not await self.control.batch_boundary():
+            return False
+        groups = self.dataset.get_batch(batch) if self.dataset is not None else []
+        self.publish(BatchStarted(step=batch, groups=[
+            {"group": g.group, "task": g.task_name, "trials": g.group_size} for g in groups]))
+        return True
 
 
 @dataclass(frozen=True, eq=False)

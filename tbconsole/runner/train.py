@@ -10,6 +10,7 @@ the checkpoint manager in hand.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from tinker_cookbook.rl import train as rl_train
 from tinker_cookbook.utils import ml_log
 
 from tbconsole.control import ControlInbox, RunControl
-from tbconsole.events import CheckpointSaved, EventBus, LogLine, RunEnded, RunStarted, StepMetrics, redact
+from tbconsole.events import BatchEnded, CheckpointSaved, EventBus, LogLine, RunEnded, RunStarted, StepMetrics, redact
 from tbconsole.runner import health
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
@@ -44,7 +45,9 @@ class EventMetricsLogger(ml_log.Logger):
 
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        self.publish(StepMetrics(step=-1 if step is None else int(step), metrics=numbers))
+        step = -1 if step is None else int(step)
+        self.publish(StepMetrics(step=step, metrics=numbers))
+        self.publish(BatchEnded(step=step))  # the cookbook logs a step's row once it is trained
 
 
 @dataclass
@@ -104,6 +107,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         training_client = await service_client.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
 
     dataset, _ = await config.dataset_builder()
+    ctx.dataset = dataset
     num_batches = len(dataset)
     end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
     checkpoint_mgr = checkpoint_utils.CheckpointManager(
@@ -123,6 +127,9 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     if resume:
         publish(LogLine(level="info", message=f"resuming at batch {start_batch} from {resume.state_path}"))
 
+    # Startup imported torch, Harbor and the cookbook: freeze those objects out of the garbage
+    # collector, whose full passes over them would otherwise stall every proxied request.
+    gc.freeze()
     inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
     background = [asyncio.create_task(inbox.run()), asyncio.create_task(health.monitor(base_url, publish))]
     training = asyncio.create_task(rl_train.do_sync_training(

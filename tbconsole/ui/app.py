@@ -1,0 +1,372 @@
+"""The console app: one ``RunState`` fed by a source, rendered by the screens, steered by keys.
+
+Flow: a source (in-process bus, tailed file, list) appends events to an ``Inbox`` from any
+thread; a timer (``refresh_hz``, 10 by default) drains it for a bounded time slice, folds the
+events into the state with the pure reducer, and redraws only the panels the events touched,
+inside ``batch_update()``. A flood of events therefore costs at most one redraw per panel per
+tick, and a long backlog is worked off over several ticks while keys stay responsive.
+
+Commands (pause/resume/stop/abort/decide) go to ``controls``; their effect comes back as
+events like everything else. ``check_action`` keeps the footer and the palette to the actions
+valid in the current state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from tbconsole.control import ControlError
+from tbconsole.state import PANELS, RunState
+from tbconsole.ui.screens.confirm import ConfirmScreen
+from tbconsole.ui.screens.decision import DecisionScreen
+from tbconsole.ui.screens.help import HelpScreen
+from tbconsole.ui.screens.log import LogScreen
+from tbconsole.ui.screens.main import MainScreen
+from tbconsole.ui.screens.transcript import TranscriptScreen
+from tbconsole.ui.source import Inbox, NoControls, Replay, allowed_commands
+from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
+
+RUN_COMMANDS = {"pause", "resume", "stop", "abort", "decide"}
+REPLAY_ACTIONS = {"replay_prev", "replay_next", "replay_first", "replay_last"}
+THEME_ALIASES = {"dark": DEFAULT_DARK, "light": DEFAULT_LIGHT}
+
+
+class ConsoleApp(App[int]):
+    TITLE = "tbconsole"
+    CSS = """
+    Screen { background: $background; }
+    """
+    BINDINGS = [
+        Binding("p", "pause", "Pause after batch"),
+        Binding("p", "resume", "Resume"),
+        Binding("s", "stop", "Stop"),
+        Binding("a", "abort", "Abort"),
+        Binding("d", "decide", "Decide"),
+        Binding("question_mark", "help", "Help"),
+        Binding("l", "log", "Log", show=False),
+        Binding("t", "next_theme", "Theme", show=False),
+        Binding("left_square_bracket", "replay_prev", "◀ step"),
+        Binding("right_square_bracket", "replay_next", "step ▶"),
+        Binding("left_curly_bracket", "replay_first", "First", show=False),
+        Binding("right_curly_bracket", "replay_last", "Last", show=False),
+        Binding("q", "quit_console", "Quit"),
+    ]
+
+    def __init__(self, *, source=None, controls=None, replay: Replay | None = None, replay_path=None,
+                 theme: str | None = None,
+                 clock: Callable[[], float] | None = None, mode: str = "live",
+                 work: Callable[[], Awaitable[Any]] | None = None, refresh_hz: float = 10.0,
+                 drain_budget_s: float = 0.02, on_first_frame: Callable[[], None] | None = None):
+        super().__init__()
+        self.state = RunState()
+        self.inbox = Inbox()
+        self.source = source
+        self.controls = controls or NoControls()
+        self.replay = replay
+        self.replay_path = replay_path  # a finished run's events.jsonl, loaded after the first frame
+        self.mode = "replay" if replay is not None or replay_path is not None else mode
+        self.clock = clock
+        self.work = work
+        self.refresh_hz = refresh_hz
+        self.drain_budget_s = drain_budget_s
+        self.on_first_frame = on_first_frame
+        self.trial_dirs: dict[str, str] = {}
+        self.work_worker: Worker | None = None
+        self.work_result: Any = None
+        self.work_error: BaseException | None = None
+        self.quit_after_run = False
+        self._everything = True
+        self._decision_shown: Any = None
+        self._last_status: tuple = ()
+        self.ticks = 0
+        self.themes, problems = load_themes()
+        for t in self.themes.values():
+            self.register_theme(t)
+        self._theme_problems = problems
+        wanted = THEME_ALIASES.get(theme or "", theme) or DEFAULT_DARK
+        self._initial_theme = wanted if wanted in self.available_themes else DEFAULT_DARK
+        if theme and wanted not in self.available_themes:
+            self._theme_problems.append(f"unknown theme {theme!r}; using {DEFAULT_DARK}")
+        self.theme = self._initial_theme
+
+    # -- time ----------------------------------------------------------------------------
+
+    def now(self) -> float:
+        if self.clock is not None:
+            return self.clock()
+        if self.replay is not None or not self.mode_live:
+            return self.state.last_ts or 0.0
+        return time.time()
+
+    @property
+    def mode_live(self) -> bool:
+        return bool(self.source is not None and getattr(self.source, "live", False))
+
+    @property
+    def mode_label(self) -> str:
+        return {"live": "", "attach": "attached", "replay": "replay", "demo": "demo"}.get(self.mode, self.mode)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, lambda _theme: self.redraw(*PANELS))
+        self.push_screen(MainScreen())
+        for problem in self._theme_problems:
+            self.notify(problem, severity="warning")
+        if self.replay is not None:
+            self.state = self.replay.seek(len(self.replay.events))
+            self._everything = True
+        elif self.replay_path is not None:
+            self.notify("loading the run…", timeout=2)
+            self.run_worker(self._load_replay, thread=True, name="load-replay", exit_on_error=False)
+        if self.source is not None:
+            self.source.start(self.inbox)
+        if self.work is not None:
+            self.work_worker = self.run_worker(self.work(), name="run", exit_on_error=False)
+        self.set_interval(1.0 / self.refresh_hz, self.tick, name="refresh")
+        self.set_interval(1.0, self._second, name="clock")
+        self.call_after_refresh(self.tick)
+
+    def _load_replay(self) -> None:
+        from tbconsole.ui.source import read_all
+
+        replay = Replay(read_all(self.replay_path))
+        replay.seek(len(replay.events))  # built off the UI thread; handed over whole
+        self.call_from_thread(self._replay_ready, replay)
+
+    def _replay_ready(self, replay: Replay) -> None:
+        self.replay = replay
+        self.state = replay.state
+        self.redraw()
+        self.refresh_bindings()
+        self.tick()
+
+    def on_ready(self) -> None:
+        if self.on_first_frame is not None:
+            self.on_first_frame()
+
+    def on_unmount(self) -> None:
+        if self.source is not None:
+            self.source.stop()
+
+    def _second(self) -> None:
+        """Once a second: elapsed times move on even without events."""
+        if self.mode_live and not self.state.finished:
+            self.state.mark("header", "gateway", "trials")
+        screen = self.screen
+        if isinstance(screen, TranscriptScreen):
+            screen.on_second()
+
+    def redraw(self, *panels: str) -> None:
+        self.state.mark(*(panels or PANELS))
+        if not panels:
+            self._everything = True
+
+    def tick(self) -> None:
+        """Drain the inbox for a bounded slice, then redraw what changed (at most once per
+        panel per tick)."""
+        self.ticks += 1
+        self.inbox.drain(self.state, self.drain_budget_s)
+        state = self.state
+        if not state.dirty and not self._everything:
+            return
+        if len(self.inbox) and self.ticks % 4:
+            return  # a backlog: fold events first, draw every 4th tick (frames cost more than events)
+        dirty = set(state.dirty)
+        state.dirty.clear()
+        everything = self._everything
+        self._everything = False
+        now = self.now()
+        with self.batch_update():
+            for screen in self.screen_stack:
+                show = getattr(screen, "show", None)
+                if show is not None and screen.is_mounted:
+                    show(state, now, dirty, everything)
+        status = (state.status, state.pending_decision is not None, state.finished)
+        if status != self._last_status:
+            self._last_status = status
+            self.refresh_bindings()
+        if "decision" in dirty or everything:
+            self._sync_decision()
+
+    # -- the error modal -------------------------------------------------------------------
+
+    def _sync_decision(self) -> None:
+        pending = self.state.pending_decision
+        if pending is None:
+            if isinstance(self.screen, DecisionScreen):
+                self.screen.dismiss(None)
+            self._decision_shown = None
+            return
+        if self._decision_shown is pending:
+            return
+        self._decision_shown = pending
+        if self.replay is None:
+            self.open_decision()
+
+    def open_decision(self) -> None:
+        pending = self.state.pending_decision
+        if pending is None or isinstance(self.screen, DecisionScreen):
+            return
+        can = self.controls.available and self.replay is None
+
+        def decided(choice: str | None) -> None:
+            if choice is not None:
+                self.send("decide", choice)
+
+        self.push_screen(DecisionScreen(pending, can_decide=can), decided)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def send(self, command: str, argument: str | None = None) -> bool:
+        try:
+            self.controls.send(command, argument)
+        except (ControlError, TimeoutError, OSError) as exc:
+            self.notify(str(exc), title=f"{command} not sent", severity="error")
+            return False
+        self.notify(f"{command}{' ' + argument if argument else ''} sent ({self.controls.where})", timeout=2)
+        return True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in RUN_COMMANDS:
+            return action in allowed_commands(self.state, self.controls.available and self.replay is None)
+        if action in REPLAY_ACTIONS:
+            return self.replay is not None
+        return True
+
+    def action_pause(self) -> None:
+        self.send("pause")
+
+    def action_resume(self) -> None:
+        self.send("resume")
+
+    def action_stop(self) -> None:
+        self.push_screen(ConfirmScreen("Stop the run cleanly? The current batch is finished and trained, "
+                                       "a checkpoint is saved, and the run exits.", yes="Stop run"),
+                         lambda ok: ok and self.send("stop"))
+
+    def action_abort(self) -> None:
+        self.push_screen(ConfirmScreen("Abort the run now? Running trials are cancelled; what was captured "
+                                       "is kept, this batch is not trained.", yes="Abort run", variant="error"),
+                         lambda ok: ok and self.send("abort"))
+
+    def action_decide(self) -> None:
+        self.open_decision()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_log(self) -> None:
+        if not isinstance(self.screen, LogScreen):
+            self.push_screen(LogScreen(self.state))
+
+    def action_next_theme(self) -> None:
+        names = sorted(self.themes)
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+
+    def action_quit_console(self) -> None:
+        run_going = self.work_worker is not None and self.work_worker.state in (WorkerState.PENDING,
+                                                                                 WorkerState.RUNNING)
+        if not run_going:
+            self.exit(0)
+            return
+        if self.state.finished or self.state.control in ("stopping", "aborting"):
+            self.quit_after_run = True
+            self.notify("quitting when the run has ended")
+            return
+
+        def answer(ok: bool) -> None:
+            if ok and self.send("stop"):
+                self.quit_after_run = True
+
+        self.push_screen(ConfirmScreen("The run is still going in this process. Stop it cleanly (finish and "
+                                       "train this batch, checkpoint) and quit when it has stopped?",
+                                       yes="Stop and quit"), answer)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker is not self.work_worker:
+            return
+        if event.state == WorkerState.SUCCESS:
+            self.work_result = event.worker.result
+        elif event.state == WorkerState.ERROR:
+            self.work_error = event.worker.error
+            self.notify(f"the run failed: {event.worker.error!r}", severity="error", timeout=30)
+        elif event.state == WorkerState.CANCELLED:
+            self.work_error = self.work_error or RuntimeError("the run was cancelled")
+        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self.tick()
+            if self.quit_after_run or self.state.end_status in ("stopped", "aborted"):
+                self.exit(0 if self.work_error is None else 1)
+            else:
+                self.notify("the run has ended: q to quit", timeout=10)
+
+    # -- drill-down -------------------------------------------------------------------------
+
+    def open_transcript(self, trial: str) -> None:
+        t = self.state.trials.get(trial)
+        if t is not None and t.trial_dir:
+            self.trial_dirs[trial] = t.trial_dir
+        self.push_screen(TranscriptScreen(trial))
+        self.redraw()
+
+    # -- replay --------------------------------------------------------------------------------
+
+    def replay_seek(self, position: int) -> None:
+        if self.replay is None:
+            return
+        self.state = self.replay.seek(position)
+        self.redraw()
+        self.tick()
+
+    def action_replay_prev(self) -> None:
+        if self.replay is not None:
+            self.replay_seek(self.replay.previous_mark())
+
+    def action_replay_next(self) -> None:
+        if self.replay is not None:
+            self.replay_seek(self.replay.next_mark())
+
+    def action_replay_first(self) -> None:
+        if self.replay is not None:
+            self.replay_seek(self.replay.mark_for_step(0))
+
+    def action_replay_last(self) -> None:
+        if self.replay is not None:
+            self.replay_seek(len(self.replay.events))
+
+    # -- the command palette ---------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        entries = [
+            ("pause", "Pause after the current batch", "Finish this batch, then wait", self.action_pause),
+            ("resume", "Resume the run", "Continue with the next batch", self.action_resume),
+            ("stop", "Stop the run cleanly", "Finish and train this batch, checkpoint, exit 0", self.action_stop),
+            ("abort", "Abort the run", "Cancel trials now; keep what was captured", self.action_abort),
+            ("decide", "Decide on the pending error", "Abort or retry the group", self.action_decide),
+            ("help", "Help", "Keys and what the grid's cells mean", self.action_help),
+            ("log", "Run log", "Recent control changes, errors, checkpoints", self.action_log),
+            ("next_theme", "Next theme", "Cycle through the loaded themes", self.action_next_theme),
+            ("replay_prev", "Replay: previous step", "Move the replay back one batch", self.action_replay_prev),
+            ("replay_next", "Replay: next step", "Move the replay forward one batch", self.action_replay_next),
+            ("replay_first", "Replay: first step", "Move the replay to the first batch", self.action_replay_first),
+            ("replay_last", "Replay: end", "Move the replay to the end of the run", self.action_replay_last),
+        ]
+        for action, title, help_text, callback in entries:
+            if self.check_action(action, ()):
+                yield SystemCommand(title, help_text, callback)
+        if isinstance(screen, MainScreen):
+            yield SystemCommand("Filter trials", "Show only trials matching words (task, outcome, …)",
+                                screen.action_filter)
+            trial = screen.grid.selected_trial()
+            if trial is not None:
+                yield SystemCommand("Open transcript", f"Transcript of {trial}", lambda: self.open_transcript(trial))

@@ -1,0 +1,164 @@
+"""Entry points into the console.
+
+- ``tbconsole attach LOG_PATH``: ``add_attach_arguments(parser)`` / ``run_attach(args)``. A run
+  that is still going is followed live (tail of ``events.jsonl``; p/s/a/d go through the run's
+  control inbox); a finished one is replayed (``[ ]`` move by step). Only Textual and this
+  package's light modules are imported on this path (no torch, harbor, tinker), so it starts
+  fast and works under ``textual-serve`` (which starts one process per browser connection:
+  the served command attaches, it never starts a run).
+- ``run_console(bus, control, log_path, ...)``: the runner opens the console over a live run in
+  this process (see its docstring for the threading model).
+- ``python -m tbconsole.ui.cli demo-events``: the console over a synthetic run (no runner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tbconsole.events import EVENTS_FILE
+
+
+def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("log_path", type=Path, metavar="LOG_PATH",
+                        help="the run's log_path (the folder with events.jsonl), or an events.jsonl file")
+    parser.add_argument("--theme", default=None, help="theme name (dark, light, or any in themes/)")
+    parser.add_argument("--replay", action="store_true",
+                        help="replay even if the run is still going (no controls)")
+    parser.set_defaults(handler=run_attach)
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.source import FileControls, TailSource, run_has_ended
+
+    log_path: Path = args.log_path
+    events_file = log_path if log_path.is_file() else log_path / EVENTS_FILE
+    if not events_file.is_file():
+        print(f"tbconsole attach: no {EVENTS_FILE} in {log_path} (is it a run's log_path?)", file=sys.stderr)
+        return 2
+    run_dir = events_file.parent
+    if args.replay or run_has_ended(run_dir) or log_path.is_file():
+        app = ConsoleApp(replay_path=events_file, theme=args.theme)
+    else:
+        app = ConsoleApp(source=TailSource(run_dir), controls=FileControls(run_dir), theme=args.theme,
+                         mode="attach")
+    if os.environ.get("TBCONSOLE_EXIT_AFTER_FIRST_FRAME"):  # the benchmark's first-frame probe
+        app.on_first_frame = lambda: app.exit(0)
+    app.run()
+    return app.return_code or 0
+
+
+@dataclass
+class ConsoleResult:
+    """What ``run_console`` returns: the work's return value or error, and the app's exit code."""
+
+    value: Any = None
+    error: BaseException | None = None
+    exit_code: int = 0
+    quit_by_user: bool = False
+
+
+def run_console(bus, control, log_path: Path | None = None, theme: str | None = None, *,
+                work: Callable[[], Awaitable[Any]] | None = None,
+                loop: asyncio.AbstractEventLoop | None = None,
+                history: list | None = None) -> ConsoleResult:
+    """Open the console over a run in this process; returns when the console closes.
+
+    Two threading models, pick one:
+
+    1. **The run as a worker in the app's loop** (recommended): pass ``work``, a zero-argument
+       async callable (e.g. ``lambda: runner.run()``). It is started with ``run_worker(...,
+       exit_on_error=False)`` on the console's asyncio loop, so the runner's ``RunControl``
+       lives on that loop too (create it inside ``work`` or before — its asyncio objects bind
+       lazily) and the console calls its methods directly. CPU-heavy parts of the runner
+       must go to threads (``asyncio.to_thread``) or they freeze the UI. When the run ends
+       with ``stopped``/``aborted`` the console closes by itself; after ``done``/``failed`` it
+       stays open on the final state until ``q``. ``q`` while the run is going asks, then
+       stops it cleanly and quits when it has stopped.
+    2. **The run in another thread with its own loop**: pass ``loop`` (the runner's loop) and
+       no ``work``; commands reach ``RunControl`` through ``run_coroutine_threadsafe``. The
+       console closes on ``q``; stopping the run thread is the caller's business.
+
+    Either way events reach the console through ``bus.subscribe`` (the subscriber only
+    appends to a deque: publish never waits on the UI). Pass ``history`` (events published
+    before the console opened) to show them too. Call this from the main thread; it runs the
+    Textual app until it exits.
+    """
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.source import BusSource, LocalControls
+
+    app = ConsoleApp(source=BusSource(bus, history), controls=LocalControls(control, loop), theme=theme,
+                     mode="live", work=work)
+    app.run()
+    return ConsoleResult(value=app.work_result, error=app.work_error, exit_code=app.return_code or 0,
+                         quit_by_user=app.work_worker is not None and app.quit_after_run)
+
+
+# -- demo-events: the console over a synthetic run ------------------------------------------------
+
+def _demo_events(args: argparse.Namespace) -> int:
+    from tbconsole.events import EventBus
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.source import Replay
+    from tbconsole.ui.synthetic import synthetic_run
+
+    if args.replay:
+        events = list(synthetic_run(steps=args.steps, error_at=(1, 2), pause_after=0, seed=args.seed))
+        app = ConsoleApp(replay=Replay(events), theme=args.theme, mode="replay")
+        app.run()
+        return 0
+
+    from tbconsole.control import RunControl
+
+    (args.log_path / EVENTS_FILE).unlink(missing_ok=True)
+    bus = EventBus(args.log_path)
+    speed = args.speed
+
+    async def work() -> str:
+        from tbconsole.control import ControlInbox
+        from tbconsole.ui.synthetic import play
+
+        inbox = asyncio.create_task(ControlInbox(args.log_path, control).run())  # for `attach` from elsewhere
+        try:
+            events = list(synthetic_run(steps=args.steps, error_at=(1, 2), seed=args.seed, end=False,
+                                        log_path=str(args.log_path)))
+            return await play(bus, control, events, speed=speed)
+        finally:
+            inbox.cancel()
+
+    control = RunControl(bus.publish)
+    result = run_console(bus, control, args.log_path, args.theme, work=work)
+    bus.close()
+    if result.error is not None:
+        print(f"demo-events: {result.error!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tbconsole.ui.cli")
+    sub = parser.add_subparsers(dest="command", required=True)
+    attach = sub.add_parser("attach", help="follow or replay a run")
+    add_attach_arguments(attach)
+    demo = sub.add_parser("demo-events", help="the console over a synthetic run (no runner needed)")
+    demo.add_argument("--steps", type=int, default=4)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--speed", type=float, default=4.0, help="synthetic seconds per real second")
+    demo.add_argument("--theme", default=None)
+    demo.add_argument("--replay", action="store_true", help="replay instead of playing live")
+    demo.add_argument("--log-path", type=Path, default=Path("/tmp/tbconsole-demo-events"))
+    demo.set_defaults(handler=_demo_events)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

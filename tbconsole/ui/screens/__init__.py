@@ -1,0 +1,1 @@
+"""Screens: main (panels), transcript (one trial), and the modals (help, decision, confirm, log)."""

@@ -1,0 +1,116 @@
+"""The main screen: header, gateway, captures, the trials grid, rewards, PPO metrics."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input
+
+from tbconsole.state import RunState
+from tbconsole.ui.widgets.captures import CapturesPanel
+from tbconsole.ui.widgets.gateway import GatewayPanel
+from tbconsole.ui.widgets.header import RunHeader
+from tbconsole.ui.widgets.metrics import MetricsPanel
+from tbconsole.ui.widgets.replaybar import ReplayBar
+from tbconsole.ui.widgets.rewards import RewardsPanel
+from tbconsole.ui.widgets.trials import TrialsGrid
+
+PANELS = {"gateway": GatewayPanel, "captures": CapturesPanel, "rewards": RewardsPanel, "metrics": MetricsPanel}
+
+
+class MainScreen(Screen):
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    DEFAULT_CSS = """
+    MainScreen #body { height: 1fr; scrollbar-size-vertical: 1; }
+    MainScreen #top { height: 9; }
+    MainScreen #bottom { height: 14; }
+    MainScreen.-short #top { height: 6; }
+    MainScreen.-short #bottom { height: 10; }
+    MainScreen.-short TrialsGrid { height: auto; min-height: 5; max-height: 14; }
+    MainScreen GatewayPanel { width: 2fr; }
+    MainScreen CapturesPanel { width: 3fr; }
+    MainScreen RewardsPanel { width: 1fr; }
+    MainScreen MetricsPanel { width: 1fr; }
+    MainScreen #filter { dock: bottom; height: 3; display: none; border: round $accent; }
+    MainScreen #filter.-active { display: block; }
+    """
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        with VerticalScroll(id="body", can_focus=False):
+            with Horizontal(id="top"):
+                yield GatewayPanel(id="gateway")
+                yield CapturesPanel(id="captures")
+            yield TrialsGrid(id="trials")
+            with Horizontal(id="bottom"):
+                yield RewardsPanel(id="rewards")
+                yield MetricsPanel(id="metrics")
+        yield Input(placeholder="filter trials: task, outcome, phase, ok, fail, reward=1  (enter: apply, esc: clear)",
+                    id="filter")
+        if self.app.mode == "replay":
+            yield ReplayBar(id="replaybar")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(TrialsGrid).focus()
+        self.app.redraw()
+
+    @property
+    def grid(self) -> TrialsGrid:
+        return self.query_one(TrialsGrid)
+
+    def show(self, state: RunState, now: float, dirty: set[str], everything: bool = False) -> None:
+        self.query_one(RunHeader).show(state, now, self.app.mode_label)
+        if everything or "trials" in dirty:
+            self.grid.show(state, now)
+        for name, cls in PANELS.items():
+            if everything or name in dirty:
+                self.query_one(f"#{name}", cls).show(state, now)
+        if getattr(self.app, "replay", None) is not None:
+            self.query_one(ReplayBar).show(self.app.replay)
+
+    # -- drill-down and filter --------------------------------------------------------------
+
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        event.stop()
+        trial = self.grid.selected_trial()
+        if trial is not None:
+            self.app.open_transcript(trial)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-active")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.grid.filter = event.value.strip()
+            self.app.redraw("trials")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            if not event.value.strip():
+                event.input.remove_class("-active")
+            self.grid.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_class("-active") or self.grid.filter:
+            box.value = ""
+            box.remove_class("-active")
+            self.grid.filter = ""
+            self.grid.focus()
+            self.app.redraw("trials")
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "clear_filter":
+            return bool(self.grid.filter) or self.query_one("#filter", Input).has_class("-active")
+        return True

@@ -1,0 +1,318 @@
+"""Where the console's events come from and where its commands go. Plain Python, no Textual.
+
+Sources append events to an ``Inbox`` (a thread-safe deque) from whatever thread or loop they
+live on; the app drains it on a timer, folds the events into its ``RunState`` and redraws the
+panels that changed. Nothing here blocks the UI.
+
+- ``BusSource``: a live run in this process (``EventBus.subscribe``).
+- ``TailSource``: another process's ``events.jsonl``, followed as it grows (a thread).
+- ``Replay``: a finished run's events in memory, with a position that moves through time.
+
+Controls: ``LocalControls`` calls a ``RunControl`` on the runner's loop (directly when the
+runner runs in the app's loop, through ``call_soon_threadsafe`` when it runs in another
+thread); ``FileControls`` drops commands into the run's control inbox (``ControlClient``);
+``NoControls`` is replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from tbconsole.control import ControlClient, ControlError
+from tbconsole.events import EVENTS_FILE, BatchStarted, Event, EventBus, GroupStarted, RunEnded, decode
+from tbconsole.state import RunState, reduce
+
+
+class Inbox:
+    """Events waiting for the UI. ``put`` is safe from any thread and never blocks."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Event] = deque()
+        self.received = 0
+
+    def put(self, event: Event) -> None:
+        self._queue.append(event)
+        self.received += 1
+
+    def put_many(self, events) -> None:
+        for event in events:
+            self._queue.append(event)
+            self.received += 1
+
+    def drain(self, state: RunState, budget_s: float = 0.03, clock: Callable[[], float] = time.perf_counter) -> int:
+        """Fold queued events into the state for at most ``budget_s``; returns how many."""
+        queue = self._queue
+        n = 0
+        deadline = clock() + budget_s
+        while queue:
+            reduce(state, queue.popleft())
+            n += 1
+            if n % 64 == 0 and clock() > deadline:
+                break
+        return n
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+class BusSource:
+    live = True
+
+    def __init__(self, bus: EventBus, history: list[Event] | None = None):
+        self.bus = bus
+        self.history = history or []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def start(self, inbox: Inbox) -> None:
+        inbox.put_many(self.history)
+        self._unsubscribe = self.bus.subscribe(inbox.put)
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+
+class ListSource:
+    """A fixed list of events, delivered at once (tests, ``--demo-events``)."""
+
+    live = False
+
+    def __init__(self, events: list[Event]):
+        self.events = events
+
+    def start(self, inbox: Inbox) -> None:
+        inbox.put_many(self.events)
+
+    def stop(self) -> None:
+        pass
+
+
+class TailSource:
+    """Follows ``<log_path>/events.jsonl`` from the start: complete lines only (a line being
+    written is kept until its newline arrives), waits for the file to appear."""
+
+    live = True
+
+    def __init__(self, log_path: Path, poll_s: float = 0.1):
+        self.path = Path(log_path) / EVENTS_FILE
+        self.poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ended = False  # a RunEnded went by
+        self.lines = 0
+
+    def start(self, inbox: Inbox) -> None:
+        self._thread = threading.Thread(target=self._run, args=(inbox,), name="tbconsole-tail", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _run(self, inbox: Inbox) -> None:
+        handle = None
+        partial = b""
+        try:
+            while not self._stop.is_set():
+                if handle is None:
+                    try:
+                        handle = open(self.path, "rb")
+                    except FileNotFoundError:
+                        self._stop.wait(self.poll_s)
+                        continue
+                chunk = handle.read(1 << 20)
+                if not chunk:
+                    self._stop.wait(self.poll_s)
+                    continue
+                data = partial + chunk
+                lines = data.split(b"\n")
+                partial = lines.pop()
+                for raw in lines:
+                    self.lines += 1
+                    event = decode(raw.decode("utf-8", errors="replace"))
+                    if event is not None:
+                        if isinstance(event, RunEnded):
+                            self.ended = True
+                        inbox.put(event)
+        finally:
+            if handle is not None:
+                handle.close()
+
+
+def read_all(log_path: Path) -> list[Event]:
+    path = Path(log_path) / EVENTS_FILE if Path(log_path).is_dir() else Path(log_path)
+    events = []
+    with open(path, "rb") as handle:
+        for raw in handle:
+            event = decode(raw.decode("utf-8", errors="replace"))
+            if event is not None:
+                events.append(event)
+    return events
+
+
+def run_has_ended(log_path: Path) -> bool:
+    """True when the events file's last complete event is a RunEnded (read from the end)."""
+    path = Path(log_path) / EVENTS_FILE
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - 65536))
+            tail = handle.read().split(b"\n")
+    except OSError:
+        return False
+    for raw in reversed(tail):
+        if raw.strip():
+            event = decode(raw.decode("utf-8", errors="replace"))
+            if event is not None:
+                return isinstance(event, RunEnded)
+    return False
+
+
+def step_marks(events: list[Event]) -> list[int]:
+    """Where each step starts: its BatchStarted, or (a runner that sends none) its first
+    GroupStarted."""
+    marks, seen = [], set()
+    for i, e in enumerate(events):
+        if isinstance(e, (BatchStarted, GroupStarted)) and e.step not in seen:
+            seen.add(e.step)
+            marks.append(i)
+    return marks
+
+
+class Replay:
+    """A finished run in memory; ``seek(i)`` gives the state after the first ``i`` events.
+
+    Forward moves fold the events in between; backward moves rebuild from the start (fast
+    enough: the reducer folds ~100k events/s). ``marks`` are the positions where batches start,
+    for step-wise moves."""
+
+    live = False
+
+    def __init__(self, events: list[Event]):
+        self.events = events
+        self.marks = step_marks(events)
+        self.position = 0
+        self.state = RunState()
+
+    def seek(self, position: int) -> RunState:
+        position = max(0, min(len(self.events), position))
+        if position < self.position:
+            self.state = RunState()
+            self.position = 0
+        for event in self.events[self.position:position]:
+            reduce(self.state, event)
+        self.position = position
+        return self.state
+
+    def step_index(self) -> int:
+        """How many batch starts are at or before the position (0 before the first batch)."""
+        return sum(1 for m in self.marks if m < self.position)
+
+    def next_mark(self) -> int:
+        for m in self.marks:
+            if m > self.position:
+                return m
+        return len(self.events)
+
+    def previous_mark(self) -> int:
+        before = [m for m in self.marks if m < self.position]
+        return before[-1] if before else 0
+
+    def mark_for_step(self, index: int) -> int:
+        """Position at the end of the index-th batch (0 = before the first one)."""
+        if index <= 0:
+            return self.marks[0] if self.marks else 0
+        if index >= len(self.marks):
+            return len(self.events)
+        return self.marks[index]
+
+
+# -- controls -------------------------------------------------------------------------------
+
+class NoControls:
+    available = False
+    where = "replay: read-only"
+
+    def send(self, command: str, argument: str | None = None) -> None:
+        raise ControlError("this is a replay of a finished run: nothing to control")
+
+
+class LocalControls:
+    """The runner's ``RunControl`` in this process. ``loop`` is the runner's loop when it runs
+    in another thread (commands are handed to it thread-safely); None when it runs in the app's
+    own loop (commands are applied directly)."""
+
+    available = True
+    where = "in-process"
+
+    def __init__(self, control, loop: asyncio.AbstractEventLoop | None = None):
+        self.control = control
+        self.loop = loop
+
+    def send(self, command: str, argument: str | None = None) -> None:
+        if self.loop is None:
+            self.control.apply(command, argument)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.control.apply(command, argument)
+            return
+
+        async def apply() -> None:
+            self.control.apply(command, argument)
+
+        future = asyncio.run_coroutine_threadsafe(apply(), self.loop)
+        future.result(timeout=2.0)  # re-raises ControlError
+
+
+class FileControls:
+    """Another process's run, through its control inbox."""
+
+    where = "control inbox"
+
+    def __init__(self, log_path: Path):
+        self.client = ControlClient(log_path)
+
+    @property
+    def available(self) -> bool:
+        return self.client.available()
+
+    def send(self, command: str, argument: str | None = None) -> None:
+        self.client.send(command, argument)
+
+
+def allowed_commands(state: RunState, controls_available: bool) -> set[str]:
+    """Which run commands make sense now (the footer and palette show only these)."""
+    if not controls_available or state.finished or state.control == "waiting":
+        return set()
+    s = state.control
+    out: set[str] = set()
+    if s == "running":
+        out.add("pause")
+    if s in ("pausing", "paused"):
+        out.add("resume")
+    if s not in ("stopping", "aborting", "done", "failed"):
+        out.add("stop")
+    if s not in ("aborting", "done", "failed"):
+        out.add("abort")
+    if state.pending_decision is not None:
+        out.add("decide")
+    return out
+
+
+def file_age(log_path: Path) -> float | None:
+    try:
+        return time.time() - os.stat(Path(log_path) / EVENTS_FILE).st_mtime
+    except OSError:
+        return None

@@ -1,0 +1,272 @@
+"""What a trial left on disk, read for the transcript screen. Plain Python, no Textual, no Harbor
+import (its JSON is read leniently: a file being written, or of a newer schema, must not break
+the console).
+
+- ``<trial_dir>/agent/trajectory.json``: ATIF (steps with source, message, reasoning,
+  tool_calls, observation.results, metrics);
+- ``<trial_dir>/verifier/test-stdout.txt`` / ``test-stderr.txt``; ``result.json`` (rewards,
+  exception_info, task path → ``instruction.md``); ``exception.txt``;
+- the proxy's capture file ``<log_path>/capture/step_NNNNNN/group_NNN/<trial>.jsonl`` (output
+  token ids and their logprobs per turn, for the logprob colouring).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_FILE = 2 << 20  # bytes read from any one file
+
+
+@dataclass
+class AtifStep:
+    step_id: int
+    source: str
+    message: str
+    reasoning: str | None = None
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (function, arguments as JSON)
+    observations: list[str] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass
+class TrialFiles:
+    trial_dir: Path | None
+    instruction: str | None = None
+    steps: list[AtifStep] = field(default_factory=list)
+    verifier_stdout: str | None = None
+    verifier_stderr: str | None = None
+    rewards: dict[str, Any] | None = None
+    exception: str | None = None
+    problems: list[str] = field(default_factory=list)
+    signature: tuple = ()  # (path, size, mtime) of what was read: reload when it changes
+
+
+def _read(path: Path, limit: int = MAX_FILE) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return None
+    text = data[:limit].decode("utf-8", errors="replace")
+    if len(data) > limit:
+        text += f"\n… [cut at {limit} bytes]"
+    return text
+
+
+def _content(value: Any) -> str:
+    """ATIF message/observation content: a string or a list of content parts."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, dict):
+                if part.get("type") == "text":
+                    parts.append(str(part.get("text") or ""))
+                else:
+                    parts.append(f"[{part.get('type', '?')} part]")
+            else:
+                parts.append(str(part))
+        return "\n".join(parts)
+    return str(value)
+
+
+def parse_atif(body: Any) -> list[AtifStep]:
+    steps = []
+    if not isinstance(body, dict):
+        return steps
+    for raw in body.get("steps") or []:
+        if not isinstance(raw, dict):
+            continue
+        calls = []
+        for call in raw.get("tool_calls") or []:
+            if isinstance(call, dict):
+                try:
+                    args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+                except (TypeError, ValueError):
+                    args = str(call.get("arguments"))
+                calls.append((str(call.get("function_name", "?")), args))
+        observations = []
+        obs = raw.get("observation")
+        if isinstance(obs, dict):
+            for result in obs.get("results") or []:
+                if isinstance(result, dict):
+                    observations.append(_content(result.get("content")))
+        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+        steps.append(AtifStep(
+            step_id=int(raw.get("step_id") or len(steps) + 1), source=str(raw.get("source", "?")),
+            message=_content(raw.get("message")), reasoning=raw.get("reasoning_content"),
+            tool_calls=calls, observations=observations,
+            prompt_tokens=metrics.get("prompt_tokens"), completion_tokens=metrics.get("completion_tokens")))
+    return steps
+
+
+def _signature(paths: list[Path]) -> tuple:
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((str(p), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(p), None, None))
+    return tuple(out)
+
+
+def trial_paths(trial_dir: Path) -> dict[str, Path]:
+    return {
+        "trajectory": trial_dir / "agent" / "trajectory.json",
+        "stdout": trial_dir / "verifier" / "test-stdout.txt",
+        "stderr": trial_dir / "verifier" / "test-stderr.txt",
+        "result": trial_dir / "result.json",
+        "exception": trial_dir / "exception.txt",
+        "config": trial_dir / "config.json",
+    }
+
+
+def files_signature(trial_dir: str | Path | None) -> tuple:
+    if not trial_dir:
+        return ()
+    return _signature(list(trial_paths(Path(trial_dir)).values()))
+
+
+def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
+    if not trial_dir:
+        return TrialFiles(trial_dir=None)
+    trial_dir = Path(trial_dir)
+    paths = trial_paths(trial_dir)
+    out = TrialFiles(trial_dir=trial_dir, signature=_signature(list(paths.values())))
+    raw = _read(paths["trajectory"])
+    if raw is not None:
+        try:
+            out.steps = parse_atif(json.loads(raw))
+        except ValueError:
+            out.problems.append("agent/trajectory.json is not complete JSON yet")
+    out.verifier_stdout = _read(paths["stdout"], 256 << 10)
+    out.verifier_stderr = _read(paths["stderr"], 256 << 10)
+    task_path = None
+    raw = _read(paths["result"])
+    if raw is not None:
+        try:
+            result = json.loads(raw)
+            verifier = result.get("verifier_result") or {}
+            out.rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
+            exc = result.get("exception_info")
+            if isinstance(exc, dict):
+                out.exception = (f"{exc.get('exception_type', '?')}: {exc.get('exception_message', '')}\n"
+                                 f"{exc.get('exception_traceback', '')}").strip()
+            task_path = ((result.get("config") or {}).get("task") or {}).get("path")
+        except (ValueError, AttributeError):
+            out.problems.append("result.json could not be read")
+    if task_path is None:
+        raw = _read(paths["config"])
+        if raw is not None:
+            try:
+                task_path = ((json.loads(raw) or {}).get("task") or {}).get("path")
+            except (ValueError, AttributeError):
+                pass
+    if out.exception is None:
+        out.exception = _read(paths["exception"], 64 << 10)
+    if task_path:
+        out.instruction = _read(Path(task_path) / "instruction.md", 64 << 10)
+    if out.instruction is None:
+        for step in out.steps:
+            if step.source == "user":
+                out.instruction = step.message
+                break
+    return out
+
+
+# -- captures ------------------------------------------------------------------------------
+
+def capture_path(log_path: str | Path | None, step: int, group: int, trial: str) -> Path | None:
+    if not log_path:
+        return None
+    return Path(log_path) / "capture" / f"step_{step:06d}" / f"group_{group:03d}" / f"{trial}.jsonl"
+
+
+@dataclass
+class CaptureTurn:
+    turn: int
+    output: list[int]
+    logprobs: list[float]
+    stop_reason: str | None
+
+
+def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
+    """Output tokens and logprobs per captured turn (the prompt is not needed here). Damaged
+    or cut-short lines are skipped: this is a viewer."""
+    if path is None:
+        return []
+    raw = _read(path, 64 << 20)
+    if raw is None:
+        return []
+    out = []
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            out.append(CaptureTurn(turn=int(record.get("turn", len(out))), output=list(record.get("output") or []),
+                                   logprobs=list(record.get("logprobs") or []),
+                                   stop_reason=record.get("stop_reason")))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return out
+
+
+class TokenDecoder:
+    """Token id → text, for colouring a turn by logprob. Uses the ``tokenizers`` library (no
+    torch) on a ``tokenizer.json`` found for the model: ``$TBCONSOLE_TOKENIZER``, the Hugging
+    Face cache, or the local engine's bundled tokenizer. Without one, ids are shown."""
+
+    def __init__(self, tokenizer: Any = None):
+        self._tok = tokenizer
+        self._cache: dict[int, str] = {}
+
+    @classmethod
+    def for_model(cls, model_name: str | None) -> TokenDecoder:
+        candidates = []
+        if os.environ.get("TBCONSOLE_TOKENIZER"):
+            candidates.append(os.environ["TBCONSOLE_TOKENIZER"])
+        if model_name and "/" in model_name:
+            hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+                os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub")
+            org, name = model_name.split("/", 1)
+            candidates += sorted(glob.glob(os.path.join(hub, f"models--{org}--{name}", "snapshots", "*",
+                                                        "tokenizer.json")))
+        candidates.append(str(Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer"
+                              / "tokenizer.json"))
+        for path in candidates:
+            if os.path.isfile(path):
+                try:
+                    from tokenizers import Tokenizer
+
+                    return cls(Tokenizer.from_file(path))
+                except Exception:  # noqa: BLE001 - any failure means: show ids
+                    continue
+        return cls(None)
+
+    @property
+    def available(self) -> bool:
+        return self._tok is not None
+
+    def piece(self, token: int) -> str:
+        text = self._cache.get(token)
+        if text is None:
+            if self._tok is None:
+                text = f"⟨{token}⟩"
+            else:
+                try:
+                    text = self._tok.decode([token], skip_special_tokens=False)
+                except Exception:  # noqa: BLE001
+                    text = f"⟨{token}⟩"
+            self._cache[token] = text
+        return text

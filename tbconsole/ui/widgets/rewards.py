@@ -1,0 +1,72 @@
+"""Rewards: histogram of the current batch, mean/std trend over steps, per-task breakdown."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from tbconsole.state import RunState
+from tbconsole.ui.plotmath import bar, reward_bins, sparkline
+from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.widgets.base import Palette, Panel, columns
+
+
+def _f(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+class RewardsPanel(Panel):
+    TITLE = "rewards"
+
+    def render_state(self, state: RunState, now: float, p: Palette):
+        width = max(20, (self.content_size.width or 50))
+        height = max(3, self.content_size.height or 10)
+        step, rewards = state.histogram_rewards()
+        parts = []
+        head = Text(no_wrap=True, overflow="ellipsis")
+        if step is None:
+            head.append("no rewards yet", style=p.muted)
+            parts.append(head)
+        else:
+            summary = state.steps[step]
+            head.append(f"step {step + 1}", style="bold")
+            head.append(f"  n={len(rewards)}  mean {_f(summary.mean)} ± {_f(summary.std)}")
+            same = sum(1 for g in state.batch_groups(step) if g.all_same(state.trials))
+            if same:
+                head.append(f"  ⚠ {same} group{'s' if same > 1 else ''} all-same", style=f"bold {p.warning}")
+            parts.append(head)
+            counts, labels = reward_bins(rewards)
+            top = max(counts) if counts else 0
+            label_w = max(len(x) for x in labels) if labels else 1
+            rows = counts if len(counts) <= max(2, height // 3) else counts
+            for count, label in zip(rows, labels, strict=False):
+                line = Text(no_wrap=True)
+                line.append(f"{label:>{label_w}} ", style=p.muted)
+                line.append(bar(count, top, max(4, width - label_w - 6)), style=p.bar)
+                line.append(f" {count}")
+                parts.append(line)
+        trend = state.reward_trend()
+        if trend:
+            spark_w = max(4, (width - 24) // 2)
+            line = Text(no_wrap=True, overflow="ellipsis")
+            line.append("mean ", style=p.muted)
+            line.append(sparkline([m for _, m, _ in trend], spark_w, 0.0, 1.0 if max(m for _, m, _ in trend) <= 1 else None),
+                        style=p.line)
+            line.append(f" {_f(trend[-1][1])}  ")
+            line.append("std ", style=p.muted)
+            line.append(sparkline([s for _, _, s in trend], spark_w, 0.0), style=p.accent)
+            line.append(f" {_f(trend[-1][2])}")
+            parts.append(line)
+        room = height - len(parts) - 1
+        if state.task_stats and room >= 2:
+            num_w = [4, 5, 5, 6]
+            widths = [max(6, width - sum(num_w) - 4), *num_w]
+            right = {1, 2, 3, 4}
+            parts.append(columns(["task", "n", "mean", "last", "solved"], widths, right, style=f"bold {p.muted}"))
+            stats = sorted(state.task_stats.values(), key=lambda s: (-(s.last_step or -1), s.task))
+            for s in stats[: room - 1]:
+                parts.append(columns([one_line(s.task, 40), str(s.trials), _f(s.mean), _f(s.last_mean),
+                                      f"{s.solved}/{s.scored}"], widths, right))
+            if len(stats) > room - 1:
+                parts.append(Text(f"+{len(stats) - room + 1} tasks", style=p.muted))
+        return Group(*parts)

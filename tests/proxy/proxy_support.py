@@ -1,0 +1,86 @@
+"""Shared helpers for the proxy tests: replies, a proxy harness, and a proxy on its own thread
+(for synchronous clients such as litellm and for hypothesis tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinker_cookbook.renderers.base import Message, ToolCall
+
+from tbconsole.events import Event
+from tbconsole.proxy import CaptureProxy
+from tbconsole.proxy.scripted import ScriptedSampler
+
+BASH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+}
+BASH_SPEC = {"name": "bash", "description": "Execute a bash command",
+             "parameters": BASH_TOOL["function"]["parameters"]}
+ANTHROPIC_BASH = {"name": "bash", "description": "Execute a bash command",
+                  "input_schema": BASH_TOOL["function"]["parameters"]}
+
+
+def text_reply(text: str, thinking: str | None = None) -> Message:
+    if thinking:
+        return Message(role="assistant", content=[{"type": "thinking", "thinking": thinking},
+                                                  {"type": "text", "text": text}])
+    return Message(role="assistant", content=text)
+
+
+def tool_reply(command: str, thinking: str | None = None, text: str = "", name: str = "bash") -> Message:
+    message = text_reply(text, thinking)
+    message["tool_calls"] = [ToolCall(function=ToolCall.FunctionBody(name=name, arguments=json.dumps({"command": command})))]
+    return message
+
+
+@dataclass
+class Harness:
+    proxy: CaptureProxy
+    sampler: ScriptedSampler
+    events: list[Event] = field(default_factory=list)
+
+    def kinds(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+
+def make_harness(renderer, capture_dir: Path, sampler: ScriptedSampler | None = None, **kwargs: Any) -> Harness:
+    sampler = sampler or ScriptedSampler(renderer, default=text_reply("ok"))
+    events: list[Event] = []
+    proxy = CaptureProxy(renderer=renderer, sampler=sampler, default_max_tokens=kwargs.pop("default_max_tokens", 512),
+                         capture_dir=capture_dir, publish=events.append, **kwargs)
+    return Harness(proxy, sampler, events)
+
+
+class ThreadedProxy:
+    """A proxy served from its own event loop on a background thread."""
+
+    def __init__(self, harness: Harness):
+        self.harness = harness
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def call(self, fn, *args, **kwargs):
+        async def run():
+            return fn(*args, **kwargs)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def __enter__(self) -> ThreadedProxy:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.harness.proxy.start(), self.loop).result(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.harness.proxy.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()

@@ -1,0 +1,79 @@
+"""End to end through the real SDK: agent client → proxy → tinker.SamplingClient → the local
+engine (tiny random-init Qwen3, the engine's shipped tokenizer, the qwen3_5 renderer)."""
+
+import json
+
+import anthropic
+import openai
+import pytest
+
+from tbconsole.proxy import CaptureProxy, read_capture
+from tbconsole.proxy.render import full_render
+
+pytest.importorskip("tbconsole.engine.embedded")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    from tbconsole.engine import EmbeddedEngine
+
+    with EmbeddedEngine(data_dir=tmp_path_factory.mktemp("engine"), max_context=4096, long_poll_s=5.0) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="module")
+def engine_renderer():
+    from tinker_cookbook.renderers import get_renderer
+
+    from tbconsole.engine.registry import load_tokenizer
+
+    return get_renderer("qwen3_5", load_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def sampling_client(engine):
+    import tinker
+
+    from tbconsole.engine import DEFAULT_MODEL
+
+    service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
+    return service.create_sampling_client(base_model=DEFAULT_MODEL).result()
+
+
+async def test_openai_and_anthropic_clients_through_the_engine(engine_renderer, sampling_client, tmp_path):
+    events = []
+    proxy = CaptureProxy(renderer=engine_renderer, sampler=lambda: sampling_client, default_max_tokens=24,
+                         capture_dir=tmp_path / "capture", publish=events.append)
+    async with proxy:
+        cred = proxy.register_trial("engine-1", context_window=4096, temperature=0.8)
+        async with openai.AsyncOpenAI(base_url=cred.openai_base_url, api_key=cred.api_key, max_retries=0) as api:
+            messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "List files."}]
+            tools = [{"type": "function", "function": {"name": "bash", "parameters": {
+                "type": "object", "properties": {"command": {"type": "string"}}}}}]
+            res = await api.chat.completions.create(model="policy", messages=messages, tools=tools, max_tokens=16)
+            assert res.choices[0].finish_reason in ("stop", "length", "tool_calls")
+            stream = await api.chat.completions.create(model="policy", messages=messages, stream=True)
+            chunks = [chunk async for chunk in stream]
+            assert chunks[-1].choices[0].finish_reason in ("stop", "length", "tool_calls")
+        async with anthropic.AsyncAnthropic(base_url=cred.anthropic_base_url, api_key=cred.api_key,
+                                            max_retries=0) as claude:
+            async with claude.messages.stream(model="policy", max_tokens=16,
+                                              messages=[{"role": "user", "content": "hi"}]) as s:
+                final = await s.get_final_message()
+            assert final.stop_reason in ("end_turn", "max_tokens", "tool_use")
+
+    turns = proxy.turns("engine-1")
+    assert len(turns) == 3 and not proxy.lost("engine-1")
+    assert read_capture(proxy.capture_path("engine-1")) == turns
+    for turn in turns:
+        assert 0 < len(turn.output_tokens) <= 24
+        assert len(turn.logprobs) == len(turn.output_tokens)
+        assert all(lp <= 0.0 for lp in turn.logprobs)
+        assert turn.temperature == 0.8
+    assert len(turns[0].output_tokens) <= 16
+    assert res.usage.completion_tokens == len(turns[0].output_tokens)
+    tools_spec = [{"name": "bash", "description": "", "parameters": tools[0]["function"]["parameters"]}]
+    expected = engine_renderer.create_conversation_prefix_with_tools(tools_spec, "You are an agent.") + [
+        {"role": "user", "content": "List files."}]
+    assert turns[0].prompt_tokens == full_render(engine_renderer, expected)
+    assert [json.loads(e.to_json())["status"] for e in events] == [200, 200, 200]

@@ -1,0 +1,313 @@
+"""Pilot tests: the console driven by keys over a run in this process (a synthetic runner that
+obeys a real RunControl) or over recorded events."""
+
+import asyncio
+import time
+
+import pytest
+from conftest import T_FIXED
+
+from tbconsole.control import RunControl
+from tbconsole.events import BatchStarted, EventBus, ProxyRequest, TrialPhase
+from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.screens.confirm import ConfirmScreen
+from tbconsole.ui.screens.decision import DecisionScreen
+from tbconsole.ui.screens.help import HelpScreen
+from tbconsole.ui.screens.main import MainScreen
+from tbconsole.ui.screens.transcript import TranscriptScreen
+from tbconsole.ui.source import BusSource, ListSource, LocalControls, Replay
+from tbconsole.ui.synthetic import flood, play, synthetic_run
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def wait_for(pilot, predicate, timeout=10.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await pilot.pause(step)
+    raise AssertionError("condition not reached in time")
+
+
+def rendered(widget, width=120) -> str:
+    """A widget's content as plain text."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=open("/dev/null", "w"))
+    console.print(widget.content)
+    return console.export_text()
+
+
+def live_app(events, *, speed=float("inf"), **kwargs):
+    """An app running ``play`` (a synthetic runner obeying a real RunControl) as its worker."""
+    bus = EventBus()
+    control = RunControl(bus.publish)
+
+    async def work():
+        return await play(bus, control, events, speed=speed, retime=False)
+
+    app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), work=work,
+                     clock=lambda: T_FIXED, **kwargs)
+    return app, control
+
+
+async def test_pause_waits_for_the_batch_then_resume_then_stop_exits_0():
+    events = list(synthetic_run(steps=3, groups=2, group_size=2, seed=5, end=False))
+    app, control = live_app(events, speed=20.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.state.step == 0)
+        assert app.check_action("pause", ()) and not app.check_action("resume", ())
+        await pilot.press("p")
+        assert control.state == "pausing"  # the control received it at once
+        await wait_for(pilot, lambda: app.state.status == "pausing", step=0.01)
+        assert "PAUSING AFTER BATCH" in rendered(app.screen.query_one("#header"))
+        await wait_for(pilot, lambda: app.state.control == "paused")
+        # the runner really stopped before the next batch
+        assert app.state.step == 0
+        await pilot.pause(0.5)
+        assert app.state.step == 0 and not app.state.batch_active
+        assert app.check_action("resume", ()) and not app.check_action("pause", ())
+        await pilot.press("p")  # resume
+        await wait_for(pilot, lambda: app.state.step == 1)
+        assert app.state.status == "running"
+        # stop asks first, then finishes the batch, checkpoints and exits 0
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        assert control.stop_requested
+        await wait_for(pilot, lambda: app.return_code is not None, timeout=20)
+    assert app.return_code == 0
+    assert app.state.end_status == "stopped" and app.work_result == "stopped"
+    assert app.state.checkpoints, "a checkpoint was saved on stop"
+    assert app.state.step == 1  # step 2 never started
+
+
+async def test_stop_and_abort_ask_first():
+    events = list(synthetic_run(steps=2, groups=2, group_size=2, end=False))
+    bus = EventBus()
+    control = RunControl(bus.publish)
+    app = ConsoleApp(source=BusSource(bus, history=events[:40]), controls=LocalControls(control),
+                     clock=lambda: T_FIXED)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert isinstance(app.screen, MainScreen) and control.state == "running"
+        await pilot.press("a")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        assert control.state == "running"
+        await pilot.press("a")
+        await pilot.click("#yes")
+        assert control.state == "aborting" and control.abort_requested.is_set()
+        await wait_for(pilot, lambda: app.state.status == "aborting")
+        assert not app.check_action("abort", ()) and not app.check_action("pause", ())
+
+
+@pytest.mark.parametrize("choice", ["retry_group", "abort"])
+async def test_error_modal_decides(choice):
+    events = list(synthetic_run(steps=2, groups=2, group_size=2, seed=2, error_at=(0, 1), end=False))
+    app, control = live_app(events)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen))
+        await pilot.pause(0.1)  # laid out
+        assert control.state == "awaiting_decision"
+        modal = app.screen
+        assert modal.error.exception_type == "CaptureLost"
+        details = rendered(modal.query_one("#details"))
+        assert "CaptureLost" in details
+        assert app.state.status == "awaiting_decision"
+        await pilot.click(f"#{choice}")
+        await wait_for(pilot, lambda: app.state.pending_decision is None)
+        assert app.state.decisions[-1].decision == choice and app.state.decisions[-1].by == "console"
+        if choice == "retry_group":
+            # the group runs again and the run goes on to the end
+            await wait_for(pilot, lambda: app.state.finished, timeout=20)
+            assert app.state.end_status == "done"
+            assert app.state.steps[0].groups == 2 and len(app.state.steps[0].rewards) == 4
+        else:
+            await wait_for(pilot, lambda: app.return_code is not None, timeout=20)
+    if choice == "abort":
+        assert app.state.end_status == "aborted"
+
+
+async def test_error_modal_from_recorded_events(awaiting_events):
+    """Attached (no way to decide in a replay), the modal still shows what failed."""
+    app = ConsoleApp(source=ListSource(awaiting_events), clock=lambda: T_FIXED)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen))
+        await pilot.pause(0.1)
+        assert app.screen.query_one("#retry_group").disabled  # no controls here
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+        assert not app.check_action("decide", ())
+
+
+async def test_drill_down_and_back(finished_events):
+    app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        grid = app.screen.grid
+        assert grid.has_focus and grid.row_count == 4
+        trial = grid.selected_trial()
+        assert trial is not None
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, TranscriptScreen) and app.screen.trial == trial
+        assert app.screen.blocks[0] == "instruction" and app.screen.blocks[-1] == "verifier"
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+        await pilot.press("right", "down", "enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, TranscriptScreen) and app.screen.trial != trial
+
+
+async def test_filter_and_help(finished_events):
+    app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        grid = app.screen.grid
+        assert grid.row_count == 4
+        await pilot.press("slash")
+        await pilot.press(*"hello")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert grid.filter == "hello" and grid.row_count == 1
+        assert grid.has_focus
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert grid.filter == "" and grid.row_count == 4
+        await pilot.press("slash", *"fail")
+        await pilot.pause(0.2)
+        assert grid.row_count == 0  # the last batch has no failed trials
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_footer_shows_only_valid_actions(finished_events):
+    def shown(app):
+        return {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show and b.enabled}
+
+    replay = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
+    async with replay.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.1)
+        actions = shown(replay)
+        assert {"replay_prev", "replay_next", "help"} <= actions
+        assert not actions & {"pause", "resume", "stop", "abort", "decide"}
+        await pilot.press("left_square_bracket")
+        assert replay.replay.position < len(finished_events)
+        await pilot.press("left_curly_bracket")
+        assert replay.state.step is None and replay.state.run_id  # before the first batch
+        await pilot.press("right_curly_bracket")
+        assert replay.state.finished
+
+    bus = EventBus()
+    control = RunControl(bus.publish)
+    live = ConsoleApp(source=BusSource(bus, history=finished_events[:30]), controls=LocalControls(control),
+                      clock=lambda: T_FIXED)
+    async with live.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        actions = shown(live)
+        assert {"pause", "stop", "abort"} <= actions
+        assert not actions & {"resume", "decide", "replay_prev"}
+        await pilot.press("p")
+        await pilot.pause(0.2)
+        actions = shown(live)
+        assert "resume" in actions and "pause" not in actions
+
+
+async def test_transcript_live_tail_follows_unless_scrolled_up():
+    events = list(synthetic_run(steps=1, groups=1, group_size=1, turns=(30, 30), hostile=False))
+    agent_at = next(i for i, e in enumerate(events) if isinstance(e, TrialPhase) and e.phase == "agent")
+    requests = [i for i, e in enumerate(events) if isinstance(e, ProxyRequest)]
+    bus = EventBus()
+    app = ConsoleApp(source=BusSource(bus, history=events[: requests[5]]), clock=lambda: T_FIXED)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert isinstance(screen, TranscriptScreen) and agent_at < requests[5]
+        assert sum(1 for b in screen.blocks if b.startswith("turn")) == 5
+        for e in events[requests[5]: requests[12]]:
+            bus.publish(e)
+        await pilot.pause(0.4)
+        assert sum(1 for b in screen.blocks if b.startswith("turn")) == 12
+        assert screen.body.scroll_y == screen.body.max_scroll_y  # following
+        await pilot.press("home")
+        await pilot.pause(0.1)
+        for e in events[requests[12]: requests[15]]:
+            bus.publish(e)
+        await pilot.pause(0.4)
+        assert screen.new_turns == 3 and screen.body.scroll_y == 0
+        assert "3 new turns" in rendered(screen.query_one("#tstatus"))
+        await pilot.press("end")
+        await pilot.pause(0.2)
+        assert screen.new_turns == 0
+        for e in events[requests[15]:]:
+            bus.publish(e)
+        await pilot.pause(0.4)
+        assert screen.blocks[-1] == "verifier"
+        await pilot.pause(0.2)
+        assert screen.body.scroll_y == screen.body.max_scroll_y
+
+
+async def test_a_flood_of_events_stays_responsive():
+    events = list(flood(20_000))
+    app = ConsoleApp(source=ListSource(events), clock=lambda: T_FIXED)
+    lags = []
+    async with app.run_test(size=(120, 36)) as pilot:
+        loop = asyncio.get_running_loop()
+
+        async def probe():
+            while True:
+                t = loop.time()
+                await asyncio.sleep(0.01)
+                lags.append(loop.time() - t - 0.01)
+
+        task = asyncio.create_task(probe())
+        await pilot.pause(0.05)
+        assert len(app.inbox) > 0  # still working through the flood
+        await pilot.press("question_mark")  # keys are handled meanwhile
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: len(app.inbox) == 0, timeout=30)
+        task.cancel()
+        assert app.state.events == len(events)
+    assert max(lags) < 0.5, max(lags)  # generous: 2 shared cores under a test runner
+
+
+async def test_theme_switch_redraws(finished_events):
+    app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED, theme="dark")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.1)
+        assert app.theme == "tbconsole-dark"
+        await pilot.press("t")
+        await pilot.pause(0.1)
+        assert app.theme != "tbconsole-dark"
+        app.theme = "tbconsole-light"
+        await pilot.pause(0.2)
+        assert not app.state.dirty
+
+
+async def test_replay_moves_through_steps(finished_events):
+    app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.1)
+        assert app.state.finished
+        await pilot.press("left_curly_bracket")
+        first = app.replay.position
+        assert isinstance(finished_events[first], BatchStarted) and app.state.step is None
+        await pilot.press("right_square_bracket")
+        assert app.state.step == 0
+        await pilot.press("right_square_bracket")
+        assert app.state.step == 1 and not app.state.finished
+        await pilot.press("left_square_bracket")
+        assert app.state.step == 0
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        assert app.state.finished and app.state.step == 2

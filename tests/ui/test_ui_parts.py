@@ -1,0 +1,200 @@
+"""The console's pure parts: plot binning/scaling, plain-text sanitising, theme files, trial
+files (ATIF, verifier output, result.json, capture files), the import boundary."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from tbconsole.ui import plotmath
+from tbconsole.ui.sanitize import one_line, plain, text
+from tbconsole.ui.synthetic import HOSTILE
+from tbconsole.ui.trialfiles import (
+    TokenDecoder,
+    capture_path,
+    load_trial_files,
+    parse_atif,
+    read_capture_outputs,
+)
+
+# -- plots ----------------------------------------------------------------------------------
+
+
+def test_resample_keeps_short_series_and_buckets_long_ones():
+    assert plotmath.resample([1, 2, 3], 5) == [1, 2, 3]
+    assert plotmath.resample(list(range(10)), 5) == [0.5, 2.5, 4.5, 6.5, 8.5]
+    assert plotmath.resample([1, 2], 0) == []
+
+
+def test_scale_and_sparkline():
+    assert plotmath.scale([0, 5, 10], 9) == [0, 4, 8]
+    assert plotmath.scale([3, 3, 3], 8) == [4, 4, 4]  # flat: the middle
+    assert plotmath.scale([0, 0], 8) == [0, 0]
+    assert plotmath.scale([-5, 20], 8, lo=0, hi=10) == [0, 7]  # clipped
+    line = plotmath.sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8)
+    assert line == "▁▂▃▄▅▆▇█"
+    assert len(plotmath.sparkline(list(range(1000)), 20)) == 20
+    assert plotmath.sparkline([None, float("nan"), 1.0], 5) == plotmath.sparkline([1.0], 5)
+    assert plotmath.sparkline([], 10) == ""
+
+
+def test_histogram_and_bars():
+    counts, edges = plotmath.histogram([0, 0.1, 0.5, 0.99, 1.0, 2.0, -1], 4, 0.0, 1.0)
+    assert counts == [3, 0, 1, 3] and len(edges) == 5 and edges[0] == 0.0 and edges[-1] == 1.0
+    assert sum(plotmath.histogram([1, 2, 3], 3)[0]) == 3
+    assert plotmath.bar(10, 10, 4) == "████"
+    assert plotmath.bar(5, 10, 4) == "██"
+    assert plotmath.bar(1, 16, 2) == "▏"
+    assert plotmath.bar(0, 10, 4) == "" and plotmath.bar(3, 0, 4) == ""
+
+
+def test_reward_bins_binary_and_continuous():
+    counts, labels = plotmath.reward_bins([0, 1, 1, 1, None])
+    assert counts == [1, 3] and labels == ["0", "1"]
+    counts, labels = plotmath.reward_bins([i / 20 for i in range(21)])
+    assert len(counts) == 10 and sum(counts) == 21
+
+
+# -- plain text -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("hostile", HOSTILE + ["\x9b31m C1 CSI", "\x00nul \x7fdel", "[/]", "[red]x"])
+def test_hostile_strings_render_inert(hostile):
+    shown = plain(hostile)
+    assert "\x1b" not in shown and "\x07" not in shown and "\x9b" not in shown and "\u202e" not in shown
+    console = Console(width=200, record=True, force_terminal=True, color_system="truecolor")
+    console.print(text(hostile))
+    out = console.export_text()
+    # every visible character of the input is still there, literally (markup not parsed)
+    if "[bold red]" in hostile:
+        assert "[bold red]not bold[/bold red]" in out
+    if "\x1b[31m" in hostile:
+        assert "␛[31mred?" in out
+    if "]0;pwned" in hostile:
+        assert "␛]0;pwned title␇" in out
+    raw = console.export_text(styles=True)
+    assert "\x1b]" not in raw and "\x1b[2J" not in raw and "\x07" not in raw
+
+
+def test_one_line():
+    assert one_line("a\nb\tc", 100) == "a ⏎ b c"
+    assert one_line("x" * 500, 10) == "x" * 10 + "…"
+
+
+# -- themes -----------------------------------------------------------------------------------
+
+def test_theme_files_load(tmp_path):
+    from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, REPO_THEMES, load_themes
+
+    assert (REPO_THEMES / "tbconsole-dark.toml").is_file() and (REPO_THEMES / "tbconsole-light.toml").is_file()
+    themes, problems = load_themes([REPO_THEMES])
+    assert problems == []
+    assert themes[DEFAULT_DARK].dark and not themes[DEFAULT_LIGHT].dark
+    assert themes[DEFAULT_DARK].variables["plot-line"]
+    (tmp_path / "mine.toml").write_text('name = "mine"\nprimary = "#ff0000"\ndark = false\n')
+    (tmp_path / "broken.toml").write_text('name = "broken"\n')  # no primary
+    (tmp_path / "garbage.toml").write_text("not = [toml")
+    themes, problems = load_themes([REPO_THEMES, tmp_path])
+    assert themes["mine"].primary == "#ff0000"
+    assert len(problems) == 2 and "broken" not in themes
+
+
+# -- trial files ------------------------------------------------------------------------------
+
+ATIF = {
+    "schema_version": "ATIF-v1.6", "session_id": "s", "agent": {"name": "mini-swe-agent", "version": "2"},
+    "steps": [
+        {"step_id": 1, "source": "system", "message": "You are a helpful agent."},
+        {"step_id": 2, "source": "user", "message": "Create /app/hello.txt [bold]now[/bold]"},
+        {"step_id": 3, "source": "agent", "message": [{"type": "text", "text": "ok \x1b[2J"}],
+         "reasoning_content": "think", "tool_calls": [
+             {"tool_call_id": "c1", "function_name": "bash", "arguments": {"command": "echo hi > /app/hello.txt"}}],
+         "observation": {"results": [{"source_call_id": "c1", "content": "done\x07"}]},
+         "metrics": {"prompt_tokens": 100, "completion_tokens": 20}},
+    ],
+}
+
+
+def make_trial_dir(tmp_path, *, trajectory=ATIF, task_instruction="Write hello.", complete=True):
+    trial = tmp_path / "hello-file__abc"
+    (trial / "agent").mkdir(parents=True)
+    (trial / "verifier").mkdir()
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "instruction.md").write_text(task_instruction)
+    body = json.dumps(trajectory)
+    (trial / "agent" / "trajectory.json").write_text(body if complete else body[:40])
+    (trial / "verifier" / "test-stdout.txt").write_text("1 passed\n")
+    (trial / "result.json").write_text(json.dumps({
+        "task_name": "hello-file", "trial_name": trial.name, "config": {"task": {"path": str(task)}},
+        "verifier_result": {"rewards": {"reward": 1.0}}, "exception_info": None}))
+    return trial
+
+
+def test_trial_files(tmp_path):
+    trial = make_trial_dir(tmp_path)
+    files = load_trial_files(trial)
+    assert files.instruction == "Write hello."
+    assert [s.source for s in files.steps] == ["system", "user", "agent"]
+    agent = files.steps[2]
+    assert agent.message == "ok \x1b[2J" and agent.reasoning == "think"
+    assert agent.tool_calls == [("bash", '{"command": "echo hi > /app/hello.txt"}')]
+    assert agent.observations == ["done\x07"] and agent.completion_tokens == 20
+    assert files.verifier_stdout == "1 passed\n" and files.rewards == {"reward": 1.0}
+    assert files.exception is None and files.problems == []
+    assert load_trial_files(None).steps == [] and load_trial_files(tmp_path / "missing").steps == []
+
+
+def test_trial_files_being_written(tmp_path):
+    trial = make_trial_dir(tmp_path, complete=False)
+    files = load_trial_files(trial)
+    assert files.steps == [] and files.problems
+    assert parse_atif({"steps": [{"source": "agent"}, "junk"]})[0].message == ""
+
+
+def test_capture_outputs(tmp_path):
+    path = capture_path(tmp_path, 3, 1, "t1")
+    assert path == tmp_path / "capture" / "step_000003" / "group_001" / "t1.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [json.dumps({"v": 1, "trial": "t1", "turn": i, "prompt_len": 3, "prompt_shared": 0,
+                         "prompt_tail": [1, 2, 3], "output": [10 + i, 11], "logprobs": [-0.1, -2.0],
+                         "stop_reason": "stop"}) for i in range(2)]
+    path.write_text("\n".join(lines) + "\n" + lines[0][:20])  # a cut-short last line
+    turns = read_capture_outputs(path)
+    assert [t.turn for t in turns] == [0, 1] and turns[1].output == [11, 11] and turns[0].logprobs == [-0.1, -2.0]
+    assert read_capture_outputs(None) == [] and read_capture_outputs(tmp_path / "nope") == []
+    assert TokenDecoder(None).piece(42) == "⟨42⟩"
+
+
+def test_token_decoder_uses_a_tokenizer_when_there_is_one():
+    decoder = TokenDecoder.for_model("no-such/model")
+    if not decoder.available:
+        pytest.skip("no tokenizer.json found (engine assets missing)")
+    assert isinstance(decoder.piece(100), str) and decoder.piece(100) == decoder.piece(100)
+
+
+# -- boundaries ---------------------------------------------------------------------------------
+
+def test_plain_parts_of_the_ui_do_not_import_textual():
+    modules = ["tbconsole.state", "tbconsole.ui.synthetic", "tbconsole.ui.plotmath", "tbconsole.ui.sanitize",
+               "tbconsole.ui.source", "tbconsole.ui.trialfiles"]
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'harbor', 'tinker')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_attach_path_imports_no_heavy_modules(tmp_path):
+    """`tbconsole attach` loads the app without torch, harbor, tinker, transformers, aiohttp."""
+    code = ("import sys\n"
+            "from tbconsole.ui import cli\n"
+            "from tbconsole.ui.app import ConsoleApp\n"
+            "from tbconsole.ui.source import TailSource, Replay, FileControls\n"
+            "heavy = ('torch', 'harbor', 'tinker', 'tinker_cookbook', 'transformers', 'aiohttp', 'litellm', 'numpy')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,255 @@
+"""The reducer over recorded event streams: what every panel shows is derived here."""
+
+import dataclasses
+import json
+import tracemalloc
+
+import pytest
+from conftest import FIXTURES, recorded_runs
+
+from tbconsole.events import (
+    BatchStarted,
+    ControlChanged,
+    DecisionMade,
+    ErrorRaised,
+    GatewayHealth,
+    GroupEnded,
+    GroupStarted,
+    ProxyRequest,
+    RunStarted,
+    StepMetrics,
+    TrialEnded,
+    TrialPhase,
+    decode,
+    read_events,
+)
+from tbconsole.state import (
+    KEEP_STEPS,
+    MAX_TEXT,
+    RunState,
+    format_count,
+    format_duration,
+    reduce,
+    reduce_all,
+    trial_matches,
+)
+from tbconsole.ui.synthetic import T0, flood, synthetic_run
+
+
+@pytest.mark.parametrize("path", recorded_runs(), ids=lambda p: p.parent.name)
+def test_every_recorded_run_reduces(path):
+    events = list(read_events(path))
+    assert events, path
+    state = reduce_all(events)
+    assert state.events == len(events)
+    assert state.run_id and state.total_steps > 0
+    assert state.step is not None
+    # counters add up: totals ≥ the sum over the groups still in memory
+    groups = list(state.groups.values())
+    assert state.totals.requests >= sum(g.counters.requests for g in groups)
+    assert state.totals.requests == state.totals.captured + state.totals.rejected
+    # every trial in memory belongs to a group in memory
+    for t in state.trials.values():
+        assert t.trial in state.groups[(t.step, t.group)].trials
+
+
+def test_finished_run(finished_events):
+    state = reduce_all(finished_events)
+    assert state.finished and state.status == "done" and state.status_label == "done"
+    assert state.step_display == "3/3"
+    assert state.completed_steps == 3 and state.last_completed == 2
+    assert state.pending_decision is None
+    assert state.eta(state.last_ts) is None  # finished: no ETA
+    assert state.elapsed(state.last_ts + 1000) == pytest.approx(state.ended - state.started)
+    # metrics with the cookbook's names, trend per step
+    key, value, trend = state.metric(("optim/kl_sample_train_v1",))
+    assert key == "optim/kl_sample_train_v1" and len(trend) == 3 and value == trend[-1]
+    assert state.metric(("no/such",)) == (None, None, [])
+    # reward trend: one (step, mean, std) per step
+    trend = state.reward_trend()
+    assert [s for s, _, _ in trend] == [0, 1, 2]
+    step, rewards = state.histogram_rewards()
+    assert step == 2 and len(rewards) == 16 and set(rewards) <= {0.0, 1.0}
+    assert trend[-1][1] == pytest.approx(sum(rewards) / len(rewards))
+    # per-task breakdown covers every task that ran
+    assert {"hello-file", "recover-lost-commit"} <= set(state.task_stats)
+    hello = state.task_stats["hello-file"]
+    assert hello.mean == 1.0 and hello.solved == hello.scored
+    # the capture lost in step 1 is counted; rejected requests too
+    assert state.totals.lost == 1 and state.totals.rejected > 0
+    assert any("checkpoint" in m for _, _, m in state.logs)
+
+
+def test_all_same_reward_groups_are_flagged(finished_events):
+    state = reduce_all(finished_events)
+    flags = {(g.step, g.task): g.all_same(state.trials) for g in state.groups.values()}
+    assert flags[(2, "hello-file")] is True  # always solved: trains nothing
+    assert any(v is False for v in flags.values())
+    # a group still running is never flagged
+    state = RunState()
+    for e in finished_events:
+        reduce(state, e)
+        if isinstance(e, TrialEnded) and e.step == 0 and e.group == 0:
+            break
+    assert not state.groups[(0, 0)].all_same(state.trials)
+
+
+def test_pending_decision_and_control(awaiting_events):
+    state = reduce_all(awaiting_events)
+    assert state.control == "awaiting_decision" and state.status_label == "awaiting decision"
+    e = state.pending_decision
+    assert isinstance(e, ErrorRaised) and e.decision_needed and e.exception_type == "CaptureLost"
+    assert not state.finished
+    reduce(state, DecisionMade(step=e.step, group=e.group, decision="retry_group", by="console"))
+    assert state.pending_decision is None
+    reduce(state, ControlChanged(state="running"))
+    assert state.status == "running"
+
+
+def test_retry_replaces_the_groups_trials(finished_events):
+    """Step 1 group 2 failed, was retried: only the retry's trials count in the step's rewards."""
+    state = RunState()
+    for e in finished_events:
+        reduce(state, e)
+        if isinstance(e, BatchStarted) and e.step == 2:
+            break
+    group = state.groups[(1, 2)]
+    assert group.ok is True and len(group.trials) == 4
+    assert all(state.trials[t].done for t in group.trials)
+    summary = state.steps[1]
+    assert len(summary.rewards) == 16  # 4 groups × 4, the failed attempt's trials forgotten
+    assert all(t in state.trials for t in summary.trial_rewards)
+
+
+def test_trial_phases_elapsed_and_transcript(finished_events):
+    state = RunState()
+    seen_agent = None
+    for e in finished_events:
+        reduce(state, e)
+        if isinstance(e, TrialPhase) and e.phase == "agent" and seen_agent is None:
+            seen_agent = e
+            break
+    t = state.trials[seen_agent.trial]
+    assert t.phase == "agent" and not t.done
+    assert t.phase_elapsed(seen_agent.ts + 7) == pytest.approx(7)
+    assert t.elapsed(seen_agent.ts + 7) > 7  # started at "environment"
+    for e in finished_events[state.events:]:
+        reduce(state, e)
+        if isinstance(e, ProxyRequest) and e.trial == t.trial:
+            break
+    assert t.live_turns == 1 and len(t.transcript) == 1
+    turn = t.transcript[0]
+    assert turn.output_text or not turn.captured
+
+
+def test_eta_from_trained_steps():
+    state = RunState()
+    reduce(state, RunStarted(ts=0, run_id="r", log_path="/x", model_name="m", base_url=None, renderer_name=None,
+                             total_steps=10, groups_per_batch=1, group_size=2, tasks=["a"], config={}))
+    assert state.eta(5) is None  # nothing trained yet
+    reduce(state, BatchStarted(ts=0, step=0, groups=[{"group": 0, "task": "a", "trials": 2}]))
+    reduce(state, StepMetrics(ts=100, step=0, metrics={"optim/lr": 1e-6}))
+    reduce(state, BatchStarted(ts=100, step=1, groups=[{"group": 0, "task": "a", "trials": 2}]))
+    # 9 steps left at 100 s each, 30 s into the current one
+    assert state.eta(130) == pytest.approx(9 * 100 - 30)
+    assert state.step_display == "2/10"
+
+
+def test_gateway_health_history():
+    state = RunState()
+    for i in range(100):
+        reduce(state, GatewayHealth(ts=i, base_url="http://g", ok=i != 50, latency_ms=None if i == 50 else 10.0 + i,
+                                    error="refused" if i == 50 else None, sampler_path="tinker://s/1"))
+    g = state.gateway
+    assert g.ok and g.failures == 1 and g.probes == 100 and g.last_error == "refused" and g.last_error_ts == 50
+    assert len(g.latencies) == 60 and g.latency_ms == 109.0 and g.sampler_path == "tinker://s/1"
+
+
+def test_events_out_of_order_or_unknown_do_not_break():
+    state = RunState()
+    # a proxy request and a trial end for a group never announced (attach mid-run)
+    reduce(state, ProxyRequest(ts=1, step=4, group=2, trial="t1", api="openai", stream=False, status=200,
+                               captured=True, turn=0, prompt_tokens=10, output_tokens=5))
+    reduce(state, TrialEnded(ts=2, step=4, group=2, trial="t1", outcome="Submitted", scored=True, reward=1.0,
+                             turns=1, output_tokens=5, trial_dir=None, timings={}))
+    assert state.step == 4 and state.trials["t1"].reward == 1.0
+    assert state.groups[(4, 2)].counters.captured == 1
+    assert decode(json.dumps({"v": 9, "kind": "future.kind", "ts": 1})) is None
+    assert decode('{"v":1,"kind":"run.ended","ts":1,"status":"do') is None
+
+
+def test_long_text_is_clipped():
+    state = RunState()
+    reduce(state, ProxyRequest(ts=1, step=0, group=0, trial="t", api="openai", stream=False, status=200,
+                               captured=True, turn=0, output_text="x" * (MAX_TEXT * 3),
+                               messages=[{"role": "user", "content": "y" * (MAX_TEXT * 3)}] * 50))
+    turn = state.trials["t"].transcript[0]
+    assert len(turn.output_text) < MAX_TEXT + 100
+    assert len(turn.messages) == 20 and len(turn.messages[0]["content"]) < MAX_TEXT + 100
+
+
+def test_memory_stays_flat_over_a_long_run():
+    events = list(flood(60_000))
+    state = RunState()
+    for e in events[:20_000]:
+        reduce(state, e)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for e in events[20_000:]:
+        reduce(state, e)
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    steps_in_memory = {t.step for t in state.trials.values()}
+    assert len(steps_in_memory) <= KEEP_STEPS
+    assert grown < 5 << 20, grown  # per-trial detail is evicted; summaries are small
+
+
+def test_filter_words():
+    state = reduce_all(synthetic_run(steps=1, groups=2, group_size=3, hostile=False))
+    trials = list(state.trials.values())
+    assert all(trial_matches(t, "") for t in trials)
+    hello = [t for t in trials if trial_matches(t, "hello")]
+    assert hello and all(t.task == "hello-file" for t in hello)
+    assert all(t.reward == 1.0 for t in trials if trial_matches(t, "reward=1"))
+    assert all(t.reward >= 1 for t in trials if trial_matches(t, "ok"))
+    assert not any(trial_matches(t, "no-such-task") for t in trials)
+
+
+def test_formatting():
+    assert format_duration(None) == "–" and format_duration(59) == "59s" and format_duration(61) == "1m01s"
+    assert format_duration(3 * 3600 + 120) == "3h02m"
+    assert format_count(1234) == "1.2k" and format_count(12) == "12" and format_count(2_500_000) == "2.5M"
+
+
+def test_synthetic_stream_is_deterministic_and_ordered():
+    a = [e.to_json() for e in synthetic_run(seed=3)]
+    b = [e.to_json() for e in synthetic_run(seed=3)]
+    assert a == b
+    events = list(synthetic_run(seed=3))
+    assert events[0].ts == T0
+    kinds = {type(e) for e in events}
+    assert {RunStarted, GroupStarted, GroupEnded, TrialPhase, TrialEnded, ProxyRequest, StepMetrics} <= kinds
+    # every line round-trips through the wire format
+    for e in events[:50]:
+        assert decode(e.to_json()) == dataclasses.replace(e)
+
+
+def test_fixtures_are_current():
+    """The recorded synthetic fixtures match the generator (regenerate with tests/ui/make_fixtures.py)."""
+    from tbconsole.ui.synthetic import write_jsonl  # noqa: F401 - documents where they come from
+
+    recorded = (FIXTURES / "finished" / "events.jsonl").read_text().splitlines()
+    assert recorded == [e.to_json() for e in synthetic_run(error_at=(1, 2), pause_after=0)]
+
+
+def test_replay_marks_without_batch_events():
+    """The real runner's demo run (fixtures/demo-run) sends no BatchStarted: steps start at their
+    first GroupStarted."""
+    from tbconsole.ui.source import Replay
+
+    events = list(read_events(FIXTURES / "demo-run" / "events.jsonl"))
+    replay = Replay(events)
+    assert len(replay.marks) == 2
+    state = replay.seek(replay.marks[1])
+    assert state.step == 0 and state.completed_steps == 1
+    assert replay.seek(len(events)).finished
