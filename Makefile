@@ -1,5 +1,5 @@
 # The two commands a new machine needs. Both set everything up themselves (scripts/bootstrap.sh).
-#   make demo   — run the main job
+#   make demo   — run the main job: the recipe on the embedded default, in the console
 #   make test   — run the test suite
 PY := .venv/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -9,7 +9,7 @@ setup:
 	@scripts/bootstrap.sh
 
 demo: setup
-	$(PY) -m tbconsole trial tbconsole/tasks/recover-lost-commit --trials-dir trials
+	$(PY) -m tbconsole demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

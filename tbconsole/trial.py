@@ -22,26 +22,29 @@ class TrialConfigError(ValueError):
     """The trial configuration is unusable; the message says how to fix it."""
 
 
+def read_trial_json(path: Path, label: str = "Trial config") -> dict[str, Any]:
+    """A trial.json as a dict: a Harbor TrialConfig without ``task`` (errors: TrialConfigError)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise TrialConfigError(f"{label} {path} does not exist.") from None
+    except (OSError, ValueError) as exc:
+        raise TrialConfigError(f"{label} {path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise TrialConfigError(f"{label} {path} must be a JSON object (a Harbor TrialConfig without 'task').")
+    if "task" in raw:
+        raise TrialConfigError(f"{label} {path} sets 'task'; leave it out — the task is given separately.")
+    return raw
+
+
 def load_trial_config(path: Path, substitutions: dict[str, str] | None = None) -> dict[str, Any]:
-    """Read a trial.json (a Harbor TrialConfig without ``task``), substituting placeholders.
+    """Read a trial.json, substituting placeholders.
 
     ``{proxy_url}`` / ``{proxy_api_key}`` and any other ``{name}`` in ``substitutions`` are
     replaced in every string value; a placeholder with no value is an error, not a silent
     literal.
     """
-    try:
-        raw = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise TrialConfigError(f"Trial config {path} does not exist.") from None
-    except (OSError, ValueError) as exc:
-        raise TrialConfigError(f"Trial config {path} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise TrialConfigError(f"Trial config {path} must be a JSON object (a Harbor TrialConfig).")
-    if "task" in raw:
-        raise TrialConfigError(
-            f"Trial config {path} sets 'task'; leave it out — the task is given separately."
-        )
-    return substitute(raw, substitutions or {}, source=str(path))
+    return substitute(read_trial_json(path), substitutions or {}, source=str(path))
 
 
 def substitute(value: Any, substitutions: dict[str, str], *, source: str) -> Any:

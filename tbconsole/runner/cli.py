@@ -165,5 +165,5 @@ def run_demo(argv: list[str]) -> int:
     from tbconsole.runner import demo
 
     offline.apply_embedded_defaults()
-    return run_train(argv, extra_defaults=demo.DEMO_DEFAULTS, prog="tbconsole demo",
+    return run_train(argv, extra_defaults=demo.demo_defaults(), prog="tbconsole demo",
                      materialize=demo.materialize, prepare=demo.embedded_engine)

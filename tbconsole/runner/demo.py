@@ -26,7 +26,7 @@ DEMO_DEFAULTS = {
     "config.max_tokens": 256,
     "config.loss_fn": "ppo",
     "config.lora_rank": 8,
-    "config.log_path": "runs/demo",
+    "config.log_path": "runs/demo",  # replaced per run by demo_defaults(): runs/demo-<time>
     "config.max_steps": 2,
     "config.save_every": 1,
     "config.eval_every": 0,
@@ -36,6 +36,13 @@ DEMO_DEFAULTS = {
     "config.dataset_builder.group_size": 4,
     "harbor.trial_config": f"<log_path>/{DEMO_TRIAL_FILE}",
 }
+
+
+def demo_defaults() -> dict:
+    """Each demo gets its own run folder (pass config.log_path=… to resume one)."""
+    import time
+
+    return {**DEMO_DEFAULTS, "config.log_path": time.strftime("runs/demo-%Y%m%d-%H%M%S")}
 
 
 def demo_trial_config(max_tokens: int, step_limit: int = 4, context_window: int = 8192) -> dict:

@@ -11,13 +11,12 @@ message, since we could not honour it.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
-from tbconsole.trial import TrialConfigError, substitute
+from tbconsole.trial import TrialConfigError, read_trial_json, substitute
 
 PROXY_KEYS = ("proxy_url", "proxy_api_key")
 
@@ -61,16 +60,7 @@ class TrialTemplate:
 def load_template(path: Path) -> TrialTemplate:
     """Read and check a trial.json before anything starts (errors: TrialConfigError)."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise TrialConfigError(f"harbor.trial_config {path} does not exist.") from None
-    except (OSError, ValueError) as exc:
-        raise TrialConfigError(f"harbor.trial_config {path} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise TrialConfigError(f"{path} must be a JSON object (a Harbor TrialConfig without 'task').")
-    if "task" in raw:
-        raise TrialConfigError(f"{path} sets 'task'; leave it out — the recipe supplies each task.")
+    raw = read_trial_json(path, "harbor.trial_config")
     raw, proxy = translate(raw, str(path))
     environment = dict(raw.get("environment") or {})
     if not environment.get("type") and not environment.get("import_path"):

@@ -105,15 +105,15 @@ class LocalSandbox(BaseEnvironment):
         )
         self._sandbox = NamespaceSandbox(spec)
         self._stopped.clear()
-        await self._sandbox.start()
         try:
+            await self._sandbox.start()
             if self._sandbox.limits_note:
                 self.logger.warning(f"{self.session_id}: {self._sandbox.limits_note}")
             paths = EnvironmentPaths()
             await self.ensure_dirs([paths.agent_dir, paths.verifier_dir, paths.artifacts_dir])
             await self._run_setup_script()
-        except BaseException:
-            await self.stop(delete=True)
+        except BaseException:  # a failed or cancelled start leaves nothing behind either
+            await asyncio.shield(self.stop(delete=True))
             raise
 
     async def _run_setup_script(self) -> None:

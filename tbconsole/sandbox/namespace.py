@@ -234,6 +234,13 @@ class NamespaceSandbox:
         merged, upper, work = (self.folder / n for n in ("merged", "upper", "work"))
         for path in (merged, upper, work):
             path.mkdir(parents=True)
+        try:
+            await self._start_holder(merged, upper, work)
+        except BaseException:  # failed or cancelled half-way: take down what was made
+            await asyncio.shield(self.stop())
+            raise
+
+    async def _start_holder(self, merged: Path, upper: Path, work: Path) -> None:
         self._write_owner()
         self._cgroup, self.limits_note = limits.create(
             self.id, memory_mb=self.spec.memory_mb, cpus=self.spec.cpus
@@ -261,7 +268,6 @@ class NamespaceSandbox:
             err = b""
             if self._holder.returncode is not None or line == b"":
                 err = await self._holder.stderr.read()
-            await self.stop()
             raise SandboxUnavailable(
                 "The local sandbox could not be set up: "
                 f"{err.decode(errors='replace').strip() or 'no answer from the holder'}. "
@@ -278,6 +284,8 @@ class NamespaceSandbox:
             # then reaps it and exits, so no zombie is left for anyone else to collect.
             if self.init_pid is not None:
                 _kill(self.init_pid)
+            else:  # stopped while starting: no namespace PID known yet
+                kill_tree(holder.pid)
             try:
                 await asyncio.wait_for(holder.wait(), timeout=10)
             except TimeoutError:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests_support import pids_with
+
 from tbconsole.taskset import BUNDLED_TASKS_DIR, discover, load
 from tbconsole.trial import build_trial_config, run_trial
 
@@ -63,18 +65,6 @@ def _verifier_output(trial_dir: Path) -> str:
     return out.read_text()[-2000:] if out.exists() else "(no verifier output)"
 
 
-def _pids_with(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
-
-
 def _slow_task(root: Path) -> Path:
     task = root / "slow-task"
     (task / "solution").mkdir(parents=True)
@@ -103,10 +93,10 @@ async def test_cancelled_trial_leaves_no_process_mount_or_folder(tmp_path, sandb
     config = _config(task, "oracle", tmp_path / "trials", sandbox_root)
     running = asyncio.create_task(run_trial(config))
     for _ in range(300):
-        if _pids_with("sleep 7453"):
+        if pids_with("sleep 7453"):
             break
         await asyncio.sleep(0.05)
-    assert _pids_with("sleep 7451") and _pids_with("sleep 7452") and _pids_with("sleep 7453")
+    assert pids_with("sleep 7451") and pids_with("sleep 7452") and pids_with("sleep 7453")
     assert any(sandbox_root.iterdir())
     running.cancel()
     try:
@@ -114,7 +104,7 @@ async def test_cancelled_trial_leaves_no_process_mount_or_folder(tmp_path, sandb
     except asyncio.CancelledError:
         pass
     await asyncio.sleep(0.2)
-    assert _pids_with("sleep 745") == []
+    assert pids_with("sleep 745") == []
     assert "overlay" not in Path("/proc/self/mountinfo").read_text()
     # the sandbox_root fixture asserts no folder is left; Harbor recorded the cancellation:
     result = json.loads(next((tmp_path / "trials").glob("*/result.json")).read_text())

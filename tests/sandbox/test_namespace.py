@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests_support import pids_with
+
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.namespace import (
     NamespaceSandbox,
@@ -41,20 +43,6 @@ async def sandbox(root):
     await box.start()
     yield box
     await box.stop()
-
-
-def _pids_with(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(int(proc.name))
-    return found
 
 
 async def test_cwd_env_and_exit_codes(sandbox):
@@ -104,7 +92,7 @@ async def test_timeout_kills_the_whole_tree(sandbox):
         await sandbox.exec(f"setsid sleep {marker} & sleep {marker}", timeout_sec=1)
     assert time.monotonic() - start < 5
     await asyncio.sleep(0.2)
-    assert _pids_with(f"sleep {marker}") == []
+    assert pids_with(f"sleep {marker}") == []
     # The sandbox is still usable afterwards.
     assert (await sandbox.exec("echo alive")).stdout == b"alive\n"
 
@@ -119,7 +107,7 @@ async def test_cancel_kills_the_command(sandbox):
         result = "cancelled"
     assert result == "cancelled"
     await asyncio.sleep(0.2)
-    assert _pids_with("sleep 7432") == []
+    assert pids_with("sleep 7432") == []
 
 
 async def test_background_job_holding_the_output_does_not_hang_exec(sandbox):
@@ -127,7 +115,7 @@ async def test_background_job_holding_the_output_does_not_hang_exec(sandbox):
     r = await sandbox.exec("sleep 7436 & echo launched")
     assert r.stdout == b"launched\n" and r.return_code == 0
     assert time.monotonic() - start < 3
-    assert _pids_with("sleep 7436")  # still running, as the command asked
+    assert pids_with("sleep 7436")  # still running, as the command asked
 
 
 async def test_workdir_starts_empty_even_if_the_host_has_one(root):
@@ -208,10 +196,10 @@ async def test_stop_leaves_nothing(root):
     await box.start()
     await box.exec("tmux new-session -d 'sleep 7434'; sleep 7434 >/dev/null 2>&1 &")
     init = box.init_pid
-    assert _pids_with("sleep 7434")
+    assert pids_with("sleep 7434")
     await box.stop()
     await asyncio.sleep(0.2)
-    assert _pids_with("sleep 7434") == []
+    assert pids_with("sleep 7434") == []
     assert not Path(f"/proc/{init}").exists()
     assert not box.folder.exists()
     assert "overlay" not in Path("/proc/self/mountinfo").read_text()
@@ -282,10 +270,10 @@ def test_crashed_runner_leaves_nothing_running_and_next_start_cleans(root):
     assert proc.returncode == -9, proc.stderr
     init_pid = int(proc.stdout.strip())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (Path(f"/proc/{init_pid}").exists() or _pids_with("sleep 7435")):
+    while time.monotonic() < deadline and (Path(f"/proc/{init_pid}").exists() or pids_with("sleep 7435")):
         time.sleep(0.05)
     assert not Path(f"/proc/{init_pid}").exists(), "the namespace outlived its runner"
-    assert _pids_with("sleep 7435") == []
+    assert pids_with("sleep 7435") == []
     leftovers = [p.name for p in root.iterdir()]
     assert len(leftovers) == 1  # the folder stays until someone cleans up
     assert clean_leftovers(root) == leftovers
