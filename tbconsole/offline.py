@@ -8,6 +8,9 @@ import os
 
 SAFE_DEFAULTS = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    # The cookbook draws tqdm bars on stderr; they garble the progress log and the console.
+    # tqdm reads this when it is imported, so it is set with the package.
+    "TQDM_DISABLE": "1",
 }
 
 # For the embedded default (local engine, bundled tasks): nothing is fetched from a hub.

@@ -5,7 +5,6 @@ after the current batch (checkpoint, exit 0), twice aborts."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -56,7 +55,6 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
     from tbconsole.runner.options import OptionsError, help_text, parse
 
     offline.apply_safe_defaults()
-    os.environ.setdefault("TQDM_DISABLE", "1")  # the cookbook's progress bars would garble the log
     from tbconsole.engine.registry import register_with_cookbook
 
     register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)

@@ -174,6 +174,32 @@ def test_token_decoder_uses_a_tokenizer_when_there_is_one():
     assert isinstance(decoder.piece(100), str) and decoder.piece(100) == decoder.piece(100)
 
 
+# -- the trials grid's rows ------------------------------------------------------------------------
+
+
+def test_trials_grid_rows_are_fixed_width_and_mark_the_cursor():
+    from rich.text import Text
+
+    from tbconsole.ui.widgets.base import Palette
+    from tbconsole.ui.widgets.trials import column_at, fit, grid_widths, header_text, row_text
+
+    p = Palette(*(["#010101"] * 9))
+    assert fit(Text("abcdefgh"), 4).plain == "abcd"
+    assert fit(Text("ab", style="bold"), 4).plain == "ab  " and fit(Text("ab"), 4).cell_len == 4
+    assert fit(Text("a task name", overflow="ellipsis"), 6).plain == "a tas…"
+    label, cells = Text("1 task"), [Text("✓1 3s"), None, Text("agent 2t")]
+    line = row_text(label, cells, 8, 6)
+    assert line.plain == " " + "1 task  " + " " + " ✓1 3s  " + " " * 8 + " agent  "
+    assert line.cell_len == (8 + 2) + 3 * (6 + 2)
+    marked = row_text(label, cells, 8, 6, cursor=3, cursor_style="reverse")
+    assert marked.plain == line.plain
+    assert [(s.start, s.end) for s in marked.spans if str(s.style) == "reverse"] == [(26, 34)]
+    head = header_text(3, 8, 6, p)
+    assert head.plain.split() == ["group", "1", "2", "3"] and head.cell_len == line.cell_len
+    assert [column_at(x, 8, 6, 3) for x in (0, 9, 10, 17, 18, 33, 34)] == [0, 0, 1, 1, 2, 3, None]
+    assert grid_widths(120, 4) == (24, 16) and grid_widths(80, 4) == (14, 13) and grid_widths(80, 20)[1] == 5
+
+
 # -- boundaries ---------------------------------------------------------------------------------
 
 def test_plain_parts_of_the_ui_do_not_import_textual():

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import Footer, Input
 
 from tbconsole.state import RunState
 from tbconsole.ui.widgets.captures import CapturesPanel
@@ -78,11 +78,9 @@ class MainScreen(Screen):
 
     # -- drill-down and filter --------------------------------------------------------------
 
-    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+    def on_trials_grid_trial_selected(self, event: TrialsGrid.TrialSelected) -> None:
         event.stop()
-        trial = self.grid.selected_trial()
-        if trial is not None:
-            self.app.open_transcript(trial)
+        self.app.open_transcript(event.trial)
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

@@ -4,8 +4,15 @@ they train nothing. Enter on a cell opens that trial's transcript."""
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
+from textual import events
+from textual.binding import Binding
+from textual.color import Color
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from tbconsole.state import PHASE_LABELS, RunState, TrialState, format_count, trial_matches
 from tbconsole.ui.sanitize import one_line
@@ -67,41 +74,188 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
     return text
 
 
-class TrialsGrid(DataTable):
+# -- pure row formatting (unit-tested; no widget needed) ------------------------------------------
+
+CELL_PADDING = 1  # blank columns on each side of every cell, as DataTable drew them
+
+
+def fit(text: Text, width: int) -> Text:
+    """``text`` cut (or padded with blanks) to exactly ``width`` cells, on one line."""
+    out = text.copy()
+    out.truncate(max(0, width), overflow=text.overflow or "crop")
+    if out.cell_len < width:  # the blank fill is unstyled, as DataTable left it
+        padded = Text(end="")
+        padded.append_text(out)
+        padded.append(" " * (width - out.cell_len))
+        return padded
+    return out
+
+
+def row_text(label: Text, cells: list[Text | None], label_w: int, cell_w: int,
+             cursor: int | None = None, cursor_style: Style | str | None = None) -> Text:
+    """One grid line: the label column then one column per trial, each padded by
+    ``CELL_PADDING`` on both sides. ``cursor`` (1-based trial column) gets ``cursor_style``
+    over its whole padded width."""
+    pad = " " * CELL_PADDING
+    line = Text(no_wrap=True, end="")
+    line.append(pad)
+    line.append_text(fit(label, label_w))
+    line.append(pad)
+    for i, cell in enumerate(cells, start=1):
+        start = len(line)
+        line.append(pad)
+        line.append_text(fit(cell if cell is not None else Text(""), cell_w))
+        line.append(pad)
+        if cursor == i and cursor_style:
+            line.stylize(cursor_style, start, len(line))
+    return line
+
+
+def header_text(size: int, label_w: int, cell_w: int, p: Palette) -> Text:
+    """The column headings: "group", then the trial numbers 1..size."""
+    return row_text(Text("group", style=f"bold {p.muted}"),
+                    [Text(str(i + 1), style=f"bold {p.muted}") for i in range(size)], label_w, cell_w)
+
+
+def column_at(x: int, label_w: int, cell_w: int, size: int) -> int | None:
+    """The column under content x: 0 for the label, 1..size for a trial, None past the end."""
+    label_end = label_w + 2 * CELL_PADDING
+    if x < label_end:
+        return 0 if x >= 0 else None
+    column = (x - label_end) // (cell_w + 2 * CELL_PADDING) + 1
+    return column if column <= size else None
+
+
+def group_label(g, state: RunState, width: int, p: Palette) -> Text:
+    """A group's label: its number and task, flagged ``=all`` when every trial got the same
+    reward (it trains nothing) or ``✗err`` when the group failed."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{g.group:>2} ", style=p.muted)
+    flag = g.all_same(state.trials)
+    failed = g.ok is False
+    room = width - 3 - (5 if flag or failed else 0)
+    text.append(one_line(g.task, max(4, room)), style="bold")
+    if failed:
+        text.append(" ✗err", style=f"bold {p.error}")
+    elif flag:
+        text.append(" =all", style=f"bold {p.warning}")
+    return text
+
+
+def grid_widths(widget_width: int, size: int) -> tuple[int, int]:
+    """(label width, cell width) for a grid ``widget_width`` wide with ``size`` trials a row."""
+    total = max(40, (widget_width or 120) - 4)
+    label = 24 if total >= 100 else 14
+    cell = max(5, min(16, (total - label - 2) // max(1, size) - 2))  # 2: the cell padding
+    return label, cell
+
+
+class _Row:
+    __slots__ = ("key", "label", "cells", "trials")
+
+    def __init__(self, key: str, label: Text, cells: list[Text | None], trials: list[str | None]):
+        self.key = key
+        self.label = label
+        self.cells = cells
+        self.trials = trials
+
+
+class TrialsGrid(ScrollView, can_focus=True):
+    """A light, line-rendered grid (a DataTable redrew every cell on any change). Rows are
+    drawn on demand by ``render_line`` and cached until their text or the cursor changes."""
+
     DEFAULT_CSS = """
-    TrialsGrid { height: 1fr; min-height: 5; border: round $panel-lighten-2; border-title-color: $primary; }
-    TrialsGrid:focus { border: round $primary; }
+    TrialsGrid {
+        height: 1fr; min-height: 5; border: round $panel-lighten-2; border-title-color: $primary;
+        background: $surface; color: $foreground;
+    }
+    TrialsGrid:focus { border: round $primary; background-tint: $foreground 5%; }
+    TrialsGrid > .trialsgrid--header { text-style: bold; background: $panel; color: $foreground; }
+    TrialsGrid:focus > .trialsgrid--header { background-tint: $foreground 5%; }
+    TrialsGrid > .trialsgrid--cursor {
+        background: $block-cursor-blurred-background; color: $block-cursor-blurred-foreground;
+        text-style: $block-cursor-blurred-text-style;
+    }
+    TrialsGrid:focus > .trialsgrid--cursor {
+        background: $block-cursor-background; color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
     """
+    COMPONENT_CLASSES = {"trialsgrid--header", "trialsgrid--cursor"}
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("left", "cursor_left", "Cursor left", show=False),
+        Binding("right", "cursor_right", "Cursor right", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home", "first_row", "First row", show=False),
+        Binding("end", "last_row", "Last row", show=False),
+    ]
+
+    class TrialSelected(Message):
+        """Enter (or a click on the cursor's cell) on a trial."""
+
+        def __init__(self, grid: "TrialsGrid", trial: str):
+            super().__init__()
+            self.grid = grid
+            self.trial = trial
 
     def __init__(self, **kwargs):
-        super().__init__(cursor_type="cell", zebra_stripes=False, show_row_labels=False, **kwargs)
+        super().__init__(**kwargs)
         self.filter = ""
-        self._layout: tuple = ()
-        self._cells: dict[str, tuple[str, str]] = {}  # trial -> (row key, column key)
-        self._trial_at: dict[tuple[str, str], str] = {}
-        self._shown: dict[str, tuple] = {}
         self.step: int | None = None
+        self._layout: tuple = ()
+        self._rows: list[_Row] = []
+        self._where: dict[str, tuple[int, int]] = {}  # trial -> (row index, column 1..size)
+        self._shown: dict[str, tuple] = {}
+        self._columns = 0
+        self._label_w = 14
+        self._cell_w = 5
+        self.cursor_row = 0
+        self.cursor_column = 1
+        self._lines: dict[int, Strip] = {}  # row index (-1: header) -> full-width strip
+        self._header = Text("")
+
+    # -- what the tests and screens ask ------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    def selected_trial(self) -> str | None:
+        if not self._rows:
+            return None
+        row = self._rows[min(self.cursor_row, len(self._rows) - 1)]
+        column = self.cursor_column - 1
+        return row.trials[column] if 0 <= column < len(row.trials) else None
 
     def on_mount(self) -> None:
         self.border_title = "trials"
 
     def on_resize(self) -> None:
+        self._lines.clear()
         self.app.redraw("trials")
 
-    def selected_trial(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            cell = self.coordinate_to_cell_key(self.cursor_coordinate)
-        except Exception:  # noqa: BLE001 - empty table or stale cursor
-            return None
-        return self._trial_at.get((cell.row_key.value, cell.column_key.value))
+    def on_focus(self) -> None:
+        self._invalidate()
+
+    def on_blur(self) -> None:
+        self._invalidate()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._lines.clear()
 
     def _widths(self, size: int) -> tuple[int, int]:
-        total = max(40, (self.size.width or 120) - 4)
-        label = 24 if total >= 100 else 14
-        cell = max(5, min(16, (total - label - 2) // max(1, size) - 2))  # 2: the cell padding
-        return label, cell
+        return grid_widths(self.size.width, size)
+
+    @property
+    def _line_width(self) -> int:
+        return (self._label_w + 2 * CELL_PADDING) + self._columns * (self._cell_w + 2 * CELL_PADDING)
+
+    # -- feeding it ----------------------------------------------------------------------
 
     def show(self, state: RunState, now: float) -> None:
         p = palette_of(self.app)
@@ -120,6 +274,7 @@ class TrialsGrid(DataTable):
         if self.filter:
             title += f" · filter: {one_line(self.filter, 30)}"
         self.border_title = title
+        self.step = state.step
         if layout != self._layout:
             self._rebuild(state, now, visible, size, label_w, cell_w, p)
             self._layout = layout
@@ -127,22 +282,26 @@ class TrialsGrid(DataTable):
             return
         dirty = set(state.dirty_trials)
         state.dirty_trials.clear()
-        for g, trials in visible:
-            label = self._label(g, state, label_w, p)
-            if self._shown.get(f"g{g.group}") != label.plain:
-                self._shown[f"g{g.group}"] = label.plain
-                self.update_cell(f"g{g.group}", "label", label)
+        for index, (g, trials) in enumerate(visible):
+            row = self._rows[index]
+            label = group_label(g, state, label_w, p)
+            key = (label.plain, len(label.spans), str(label.spans[-1].style) if label.spans else "")
+            if self._shown.get(row.key) != key:
+                self._shown[row.key] = key
+                row.label = label
+                self._changed(index)
             for t in trials:
-                if t is None:
+                if t is None or not (t.trial in dirty or not t.done):
                     continue
-                if t.trial in dirty or not t.done:
-                    where = self._cells.get(t.trial)
-                    if where is not None:
-                        cell = self._cell(t, now, cell_w, p)
-                        key = (cell.plain, str(cell.style), len(cell.spans))
-                        if self._shown.get(t.trial) != key:  # unchanged cells cost nothing
-                            self._shown[t.trial] = key
-                            self.update_cell(where[0], where[1], cell)
+                where = self._where.get(t.trial)
+                if where is None:
+                    continue
+                cell = self._cell(t, now, cell_w, p)
+                key = (cell.plain, str(cell.style), tuple(str(s.style) for s in cell.spans))
+                if self._shown.get(t.trial) != key:  # unchanged cells cost nothing
+                    self._shown[t.trial] = key
+                    row.cells[where[1] - 1] = cell
+                    self._changed(index)
 
     def _cell(self, t: TrialState, now: float, width: int, p: Palette) -> Text:
         text = cell_text(t, now, width, p)
@@ -150,40 +309,151 @@ class TrialsGrid(DataTable):
             text = Text(text.plain, style=p.muted)
         return text
 
-    def _label(self, g, state: RunState, width: int, p: Palette) -> Text:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"{g.group:>2} ", style=p.muted)
-        flag = g.all_same(state.trials)
-        failed = g.ok is False
-        room = width - 3 - (5 if flag or failed else 0)
-        text.append(one_line(g.task, max(4, room)), style="bold")
-        if failed:
-            text.append(" ✗err", style=f"bold {p.error}")
-        elif flag:
-            text.append(" =all", style=f"bold {p.warning}")
-        return text
-
     def _rebuild(self, state, now, visible, size, label_w, cell_w, p) -> None:
-        cursor = self.cursor_coordinate
-        self.clear(columns=True)
-        self._cells.clear()
-        self._trial_at.clear()
+        self._rows = []
+        self._where.clear()
         self._shown.clear()
-        self.add_column(Text("group", style=f"bold {p.muted}"), key="label", width=label_w)
-        for i in range(size):
-            self.add_column(Text(str(i + 1), style=f"bold {p.muted}"), key=f"t{i}", width=cell_w)
-        for g, trials in visible:
-            cells = []
+        self._lines.clear()
+        self._columns, self._label_w, self._cell_w = size, label_w, cell_w
+        self._header = header_text(size, label_w, cell_w, p)
+        for index, (g, trials) in enumerate(visible):
+            cells: list[Text | None] = []
+            ids: list[str | None] = []
             for i in range(size):
                 t = trials[i] if i < len(trials) else None
                 if t is not None:
-                    self._cells[t.trial] = (f"g{g.group}", f"t{i}")
-                    self._trial_at[(f"g{g.group}", f"t{i}")] = t.trial
+                    self._where[t.trial] = (index, i + 1)
                     cells.append(self._cell(t, now, cell_w, p))
+                    ids.append(t.trial)
                 else:
-                    cells.append(Text(""))
-            self.add_row(self._label(g, state, label_w, p), *cells, key=f"g{g.group}")
-        if self.row_count:
-            row = min(cursor.row, self.row_count - 1)
-            column = min(max(1, cursor.column), size)
-            self.move_cursor(row=row, column=column, animate=False, scroll=False)
+                    cells.append(None)
+                    ids.append(None)
+            self._rows.append(_Row(f"g{g.group}", group_label(g, state, label_w, p), cells, ids))
+        self.virtual_size = Size(self._line_width, len(self._rows) + 1)
+        self.cursor_row = min(self.cursor_row, max(0, len(self._rows) - 1))
+        self.cursor_column = min(max(1, self.cursor_column), size)
+        self.refresh()
+
+    # -- drawing ---------------------------------------------------------------------------
+
+    def _invalidate(self, *rows: int) -> None:
+        if not rows:
+            self._lines.clear()
+            self.refresh()
+            return
+        for row in rows:
+            self._changed(row)
+
+    def _changed(self, row: int) -> None:
+        self._lines.pop(row, None)
+        y = row + 1 - round(self.scroll_offset.y)
+        if 1 <= y < self.size.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def _strip(self, row: int) -> Strip:
+        strip = self._lines.get(row)
+        if strip is None:
+            console = self.app.console
+            base = self.rich_style
+            if row < 0:
+                style = base + self.get_component_rich_style("trialsgrid--header")
+                text = self._header
+            else:
+                style = base
+                r = self._rows[row]
+                cursor = self.cursor_column if row == self.cursor_row else None
+                cursor_style = self.get_component_rich_style("trialsgrid--cursor") if cursor else None
+                text = row_text(r.label, r.cells, self._label_w, self._cell_w, cursor, cursor_style)
+            segments = list(text.render(console))
+            strip = Strip(segments, text.cell_len).apply_style(style)
+            self._lines[row] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        if y == 0:
+            row = -1
+        else:
+            row = y - 1 + scroll_y
+            if row >= len(self._rows):
+                return Strip.blank(width, self.rich_style)
+        strip = self._strip(row)
+        fill = self.rich_style
+        if row < 0:  # the heading's band runs the full width, faded a little, as DataTable's did
+            header = fill + self.get_component_rich_style("trialsgrid--header")
+            if header.bgcolor is not None:
+                faded = Color.from_rich_color(header.bgcolor).blend(self.background_colors[1], 0.25)
+                fill = Style.from_color(header.color, faded.rich_color)
+        return strip.crop_extend(scroll_x, scroll_x + width, fill)
+
+    # -- the cursor ------------------------------------------------------------------------
+
+    def move_cursor(self, row: int | None = None, column: int | None = None) -> None:
+        if not self._rows:
+            return
+        old = self.cursor_row
+        self.cursor_row = max(0, min(len(self._rows) - 1, self.cursor_row if row is None else row))
+        self.cursor_column = max(1, min(self._columns, self.cursor_column if column is None else column))
+        self._changed(old)
+        self._changed(self.cursor_row)
+        self._scroll_to_cursor()
+
+    def _scroll_to_cursor(self) -> None:
+        height = max(1, self.scrollable_content_region.height - 1)  # the header stays put
+        y = self.scroll_offset.y
+        if self.cursor_row < y:
+            y = self.cursor_row
+        elif self.cursor_row >= y + height:
+            y = self.cursor_row - height + 1
+        left = self._label_w + 2 * CELL_PADDING + (self.cursor_column - 1) * (self._cell_w + 2 * CELL_PADDING)
+        right = left + self._cell_w + 2 * CELL_PADDING
+        x = self.scroll_offset.x
+        width = self.scrollable_content_region.width
+        if right > x + width:
+            x = right - width
+        if left < x + self._label_w + 2 * CELL_PADDING:
+            x = max(0, left - self._label_w - 2 * CELL_PADDING)
+        if (x, y) != tuple(self.scroll_offset):
+            self.scroll_to(x=x, y=y, animate=False)
+
+    def action_cursor_up(self) -> None:
+        self.move_cursor(row=self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(row=self.cursor_row + 1)
+
+    def action_cursor_left(self) -> None:
+        self.move_cursor(column=self.cursor_column - 1)
+
+    def action_cursor_right(self) -> None:
+        self.move_cursor(column=self.cursor_column + 1)
+
+    def action_page_up(self) -> None:
+        self.move_cursor(row=self.cursor_row - max(1, self.scrollable_content_region.height - 1))
+
+    def action_page_down(self) -> None:
+        self.move_cursor(row=self.cursor_row + max(1, self.scrollable_content_region.height - 1))
+
+    def action_first_row(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        self.move_cursor(row=len(self._rows) - 1)
+
+    def action_select_cursor(self) -> None:
+        trial = self.selected_trial()
+        if trial is not None:
+            self.post_message(self.TrialSelected(self, trial))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y < 1:
+            return
+        row = event.y - 1 + self.scroll_offset.y
+        column = column_at(event.x + self.scroll_offset.x, self._label_w, self._cell_w, self._columns)
+        if row >= len(self._rows) or not column:
+            return
+        if (row, column) == (self.cursor_row, self.cursor_column):
+            self.action_select_cursor()
+        else:
+            self.move_cursor(row=row, column=column)
