@@ -13,6 +13,7 @@ valid in the current state.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -149,6 +150,9 @@ class ConsoleApp(App[int]):
         self.tick()
 
     def on_ready(self) -> None:
+        # Everything built so far (Textual, the screens, the themes) lives as long as the app:
+        # keep it out of the collector's full passes, whose pauses grow with it and stall the loop.
+        gc.freeze()
         if self.on_first_frame is not None:
             self.on_first_frame()
 
