@@ -457,20 +457,25 @@ class Engine:
             raise Conflict(f"checkpoint {ref.tinker_path} exists (pass overwrite=True)")
 
         def job():
-            self.store.save(
-                ref,
-                adapter=run.adapter.state_dict(),
-                adapter_config=self._adapter_config(run.lora, run.adapter),
-                meta={"base_model": run.base_model, "lora": run.lora.to_dict(),
-                      "user_metadata": body.user_metadata or {}, "step": run.steps},
-                optimizer=self.trainer.optimizer_state(run),
-                ttl_seconds=body.ttl_seconds,
-                overwrite=body.overwrite,
-            )  # fmt: skip
-            self._path_adapters.pop(ref.tinker_path, None)  # an overwrite must not serve stale
+            self._save_adapter(run, ref, body, optimizer=self.trainer.optimizer_state(run),
+                               overwrite=body.overwrite)
             return {"path": ref.tinker_path, "type": "save_weights"}
 
         return self._train_job("save_weights", run.model_id, job)
+
+    def _save_adapter(self, run, ref: CheckpointRef, body, *, optimizer, overwrite: bool) -> None:
+        """Persist the run's adapter (and optimizer state, for `save_weights`) under ref."""
+        self.store.save(
+            ref,
+            adapter=run.adapter.state_dict(),
+            adapter_config=self._adapter_config(run.lora, run.adapter),
+            meta={"base_model": run.base_model, "lora": run.lora.to_dict(),
+                  "user_metadata": body.user_metadata or {}, "step": run.steps},
+            optimizer=optimizer,
+            ttl_seconds=body.ttl_seconds,
+            overwrite=overwrite,
+        )
+        self._path_adapters.pop(ref.tinker_path, None)  # an overwrite must not serve stale weights
 
     async def save_weights_for_sampler(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.SaveWeightsForSamplerRequest, await self._json(request))
@@ -483,16 +488,7 @@ class Engine:
 
         def job():
             if body.path is not None:
-                self.store.save(
-                    ref,
-                    adapter=run.adapter.state_dict(),
-                    adapter_config=self._adapter_config(run.lora, run.adapter),
-                    meta={"base_model": run.base_model, "lora": run.lora.to_dict(),
-                          "user_metadata": body.user_metadata or {}, "step": run.steps},
-                    optimizer=None,
-                    ttl_seconds=body.ttl_seconds,
-                )  # fmt: skip
-                self._path_adapters.pop(ref.tinker_path, None)
+                self._save_adapter(run, ref, body, optimizer=None, overwrite=True)
                 return {"path": ref.tinker_path, "type": "save_weights_for_sampler"}
             # Ephemeral snapshot (save_weights_and_get_sampling_client): memory only.
             sid = f"{session_id}:sample:{body.sampling_session_seq_id}"

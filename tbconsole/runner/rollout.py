@@ -78,6 +78,11 @@ class RunContext:
         if not await asyncio.shield(gate):
             raise StopRun(f"no new batch after {batch - 1}: {self.control.state}")
 
+    @property
+    def last_batch(self) -> int | None:
+        """The newest batch that reached its boundary (None before the first)."""
+        return max(self._gates, default=None)
+
     async def _open_batch(self, batch: int) -> bool:
         if not await self.control.batch_boundary():
             return False
@@ -219,12 +224,7 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
     run.outcome = outcome
     if not outcome.scored:
         raise _failed(ctx, builder, run, outcome.exception_type or "AgentError", outcome.message or "", started)
-    ctx.publish(TrialEnded(
-        step=step, group=group, trial=run.trial_id, outcome=outcome.status, scored=True,
-        reward=outcome.reward, turns=len(run.turns), output_tokens=sum(len(t.output_tokens) for t in run.turns),
-        trial_dir=run.trial_dir, timings={"total": time.monotonic() - started},
-        exception_type=outcome.exception_type, exception_message=outcome.message,
-    ))
+    _publish_end(ctx, builder, run, outcome, started)
 
 
 async def _sandbox_gone(trial, timeout: float = 60) -> None:
@@ -240,13 +240,19 @@ async def _sandbox_gone(trial, timeout: float = 60) -> None:
 
 def _failed(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, exception_type: str, message: str,
             started: float) -> TrialFailed:
-    ctx.publish(TrialEnded(
-        step=builder.batch, group=builder.group, trial=run.trial_id, outcome="AgentError", scored=False,
-        reward=None, turns=len(run.turns), output_tokens=sum(len(t.output_tokens) for t in run.turns),
-        trial_dir=run.trial_dir, timings={"total": time.monotonic() - started},
-        exception_type=exception_type, exception_message=message,
-    ))
+    _publish_end(ctx, builder, run, Outcome("AgentError", None, exception_type, message), started)
     return TrialFailed(run.trial_id, exception_type, message, run.trial_dir)
+
+
+def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome,
+                 started: float) -> None:
+    ctx.publish(TrialEnded(
+        step=builder.batch, group=builder.group, trial=run.trial_id, outcome=outcome.status,
+        scored=outcome.scored, reward=outcome.reward, turns=len(run.turns),
+        output_tokens=sum(len(t.output_tokens) for t in run.turns), trial_dir=run.trial_dir,
+        timings={"total": time.monotonic() - started},
+        exception_type=outcome.exception_type, exception_message=outcome.message,
+    ))
 
 
 def to_trajectory(turns: list) -> Trajectory:

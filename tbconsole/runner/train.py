@@ -144,7 +144,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         if not training.done():  # abort: cancel the trials in flight; captures/events stay
             training.cancel()
             await asyncio.gather(training, return_exceptions=True)
-            result = RunResult("aborted", max(ctx._gates, default=start_batch), "aborted by request")
+            result = RunResult("aborted", ctx.last_batch if ctx.last_batch is not None else start_batch, "aborted by request")
         else:
             result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, publish)
     finally:
@@ -160,7 +160,7 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
     try:
         training.result()
     except StopRun:
-        batch = max(ctx._gates)
+        batch = ctx.last_batch
         if control.abort_requested.is_set():
             return RunResult("aborted", batch, "aborted by request")
         # Stop: batch-1 was trained; checkpoint so a rerun of the same command resumes at `batch`.
@@ -171,7 +171,7 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
         await checkpoint_mgr.finalize_async()
         return RunResult("stopped", batch, f"stopped cleanly before batch {batch}")
     except TrialFailed as failure:
-        return RunResult("failed", max(ctx._gates, default=start_batch), str(failure))
+        return RunResult("failed", ctx.last_batch if ctx.last_batch is not None else start_batch, str(failure))
     if start_batch < end_batch:
         paths = await checkpoint_mgr.save_final_async(loop_state={"batch": end_batch})
         publish(CheckpointSaved(step=end_batch, name="final", state_path=paths.get("state_path"),
