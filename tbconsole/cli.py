@@ -163,6 +163,18 @@ def _add_engine(sub, full: bool = True) -> None:
         p.set_defaults(handler=engine_cli.run)
 
 
+def _add_warmup(sub, full: bool = True) -> None:
+    p = sub.add_parser("warmup", help="make the demo's starting policy by supervised warm-up",
+                       description="Supervised warm-up of the local model on demonstrations rendered in "
+                       "the agent's own transcript format (see tbconsole/warmup.py), then an evaluation "
+                       "on held-out task variants. Writes a PEFT adapter folder.")
+    if full:
+        from tbconsole.warmup import add_arguments, run
+
+        add_arguments(p)
+        p.set_defaults(handler=run)
+
+
 def _add_train(sub) -> None:
     p = sub.add_parser("train", add_help=False,
                        help="run the recipe: same KEY=VALUE arguments as python -m tinker_agent.train",
@@ -199,6 +211,7 @@ def build_parser(command: str | None = None) -> Parser:
     _add_bench(sub, full=command == "bench")
     _add_engine(sub, full=command == "engine")
     _add_attach(sub, full=command == "attach")
+    _add_warmup(sub, full=command == "warmup")
     _add_train(sub)
     _add_demo(sub)
     return parser

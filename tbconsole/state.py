@@ -84,6 +84,10 @@ METRIC_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tokens", ("env/all/total_ac_tokens", "env/all/ac_tokens_per_turn")),
     ("step time", ("time/total", "time/step", "time/train")),
 )
+# Rows shown only once a run reports them.
+OPTIONAL_METRIC_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("held-out", ("eval/heldout/reward",)),  # reward on held-out tasks (harbor.eval_tasks_dir)
+)
 
 
 def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:

@@ -17,7 +17,9 @@ from typing import Any
 
 from tbconsole.engine.config import SMALL, TINY, ModelConfig
 
-TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "tokenizer"
+ASSETS_DIR = Path(__file__).resolve().parent / "assets"
+TOKENIZER_DIR = ASSETS_DIR / "tokenizer"
+POLICIES_DIR = ASSETS_DIR / "policies"
 QWEN3_5_RENDERERS = ("qwen3_5", "qwen3_5_disable_thinking", "qwen3_5_preserve_thinking")
 
 
@@ -28,6 +30,9 @@ class LocalModel:
     size: str
     seed: int = 0
     renderers: tuple[str, ...] = QWEN3_5_RENDERERS
+    # A PEFT adapter folder merged into the seeded base weights: a starting policy made by
+    # `tbconsole warmup` (training then adds a fresh LoRA on top, as on any base model).
+    warm_start: Path | None = None
 
     @property
     def tokenizer_dir(self) -> Path:
@@ -39,6 +44,7 @@ MODELS: dict[str, LocalModel] = {
     for m in (
         LocalModel("tbconsole/qwen3-tiny", TINY, "7M"),
         LocalModel("tbconsole/qwen3-small", SMALL, "30M"),
+        LocalModel("tbconsole/qwen3-tiny-agent", TINY, "7M", warm_start=POLICIES_DIR / "qwen3-tiny-agent"),
     )
 }
 DEFAULT_MODEL = "tbconsole/qwen3-tiny"

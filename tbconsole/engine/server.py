@@ -65,6 +65,24 @@ class EngineSettings:
     decode_threads: int | None = None  # threads for decode steps (default: 1 on CPU)
 
 
+def merge_adapter_into_base(model, folder: Path) -> None:
+    """Fold a saved LoRA adapter (PEFT folder) into the base weights: W += (alpha/r)·B·A."""
+    from safetensors.torch import load_file
+
+    config_path, weights_path = folder / "adapter_config.json", folder / "adapter_model.safetensors"
+    if not (config_path.is_file() and weights_path.is_file()):
+        raise FileNotFoundError(f"{folder}: no adapter (run `tbconsole warmup --out {folder}` to make it)")
+    config = json.loads(config_path.read_text())
+    adapter = LoraAdapter.from_state_dict(load_file(str(weights_path)), rank=int(config["r"]),
+                                          alpha=float(config["lora_alpha"]), device=torch.device("cpu"))
+    linears = dict(model.named_linears())
+    with torch.no_grad():
+        for name, (a, b) in adapter.weights.items():
+            weight = linears[name].weight
+            weight += ((b @ a) * adapter.scale).to(weight.device, weight.dtype)
+    model.load_base_state_dict(model.state_dict())  # drop fused copies built from the old weights
+
+
 def make_runner(app: web.Application) -> web.AppRunner:
     # auto_decompress off: the SDK zstd-compresses forward_backward bodies, which aiohttp would
     # try (and, without an extra package, fail) to inflate before our handler sees them.
@@ -130,6 +148,8 @@ class Engine:
 
             self.model.load_base_state_dict(load_file(str(settings.base_weights)))
             self.model.to(self.device)
+        if self.local.warm_start is not None:
+            merge_adapter_into_base(self.model, self.local.warm_start)
         self.model.base_layers()  # build fused weights before threads share the model
         self.tokenizer = load_tokenizer()
         self.eos_ids = frozenset({self.tokenizer.eos_token_id})

@@ -85,6 +85,13 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
             parsed.args.config.dataset_builder.task_dirs()
         except TaskSetError as exc:
             raise OptionsError(f"config.dataset_builder.tasks_dir: {exc}") from None
+        if parsed.args.harbor.eval_tasks_dir:
+            from tbconsole.taskset import discover
+
+            try:
+                discover(Path(parsed.args.harbor.eval_tasks_dir).expanduser())
+            except TaskSetError as exc:
+                raise OptionsError(f"harbor.eval_tasks_dir: {exc}") from None
     except OptionsError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

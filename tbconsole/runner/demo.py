@@ -1,6 +1,11 @@
 """`tbconsole demo [KEY=VALUE…]`: the recipe on the embedded default — the local engine in
-process, the bundled tasks, the local sandbox and mini-swe-agent from this project's own
-environment (no install step in the sandbox). Any recipe key can still be overridden.
+process, the local sandbox and mini-swe-agent from this project's own environment (no install
+step in the sandbox). Any recipe key can still be overridden.
+
+By default the demo trains the warm-started policy (``tbconsole/qwen3-tiny-agent``, made by
+``tbconsole warmup``) on generated task variants (``tbconsole.variants``), and scores held-out
+variants every ``config.eval_every`` batches: a run whose reward visibly rises. Pass
+``config.dataset_builder.tasks_dir=…`` (for example the bundled tasks) to train on other tasks.
 """
 
 from __future__ import annotations
@@ -14,27 +19,35 @@ import chz
 
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 from tbconsole.sandbox.namespace import BASE_PATH
-from tbconsole.taskset import BUNDLED_TASKS_DIR
+from tbconsole import variants
 
 EMBEDDED = "embedded"  # config.base_url placeholder: replaced by the local engine's URL
 DEMO_TRIAL_FILE = "demo-trial.json"
+TRAIN_TASKS = "<log_path>/tasks"  # placeholders: generated variants in the run folder
+HELDOUT_TASKS = "<log_path>/tasks-heldout"
+# The demo trains on two families (each batch holds one group of each): with 8 trials a step,
+# what one step can afford on 2 cores, a third family halves each family's signal per step.
+DEMO_FAMILIES = ("count-lines", "sort-unique")
+HELDOUT_VARIANTS = 4  # two per family, each scored eval_group_size times
+DEMO_STEP_LIMIT = 1  # the variants are one-command tasks: one model call per trial
 
 DEMO_DEFAULTS = {
-    "config.model_name": "tbconsole/qwen3-tiny",
+    "config.model_name": "tbconsole/qwen3-tiny-agent",
     "config.base_url": EMBEDDED,
-    "config.learning_rate": 1e-4,
-    "config.max_tokens": 256,
+    "config.learning_rate": 6e-4,
+    "config.max_tokens": 128,
     "config.loss_fn": "ppo",
-    "config.lora_rank": 8,
+    "config.lora_rank": 32,
     "config.log_path": "runs/demo",  # replaced per run by demo_defaults(): runs/demo-<time>
-    "config.max_steps": 2,
-    "config.save_every": 1,
-    "config.eval_every": 0,
+    "config.max_steps": 20,
+    "config.save_every": 10,
+    "config.eval_every": 20,
     "config.num_groups_to_log": 0,
-    "config.dataset_builder.tasks_dir": str(BUNDLED_TASKS_DIR),
+    "config.dataset_builder.tasks_dir": TRAIN_TASKS,
     "config.dataset_builder.groups_per_batch": 2,
     "config.dataset_builder.group_size": 4,
     "harbor.trial_config": f"<log_path>/{DEMO_TRIAL_FILE}",
+    "harbor.eval_tasks_dir": HELDOUT_TASKS,
 }
 
 
@@ -45,7 +58,7 @@ def demo_defaults() -> dict:
     return {**DEMO_DEFAULTS, "config.log_path": time.strftime("runs/demo-%Y%m%d-%H%M%S")}
 
 
-def demo_trial_config(max_tokens: int, step_limit: int = 4, context_window: int = 8192) -> dict:
+def demo_trial_config(max_tokens: int, step_limit: int = DEMO_STEP_LIMIT, context_window: int = 8192) -> dict:
     """mini-swe-agent run from this virtualenv inside the local sandbox, through the proxy."""
     venv = Path(sys.prefix)
     return {
@@ -72,17 +85,43 @@ def demo_trial_config(max_tokens: int, step_limit: int = 4, context_window: int 
 
 
 def materialize(parsed):
-    """Write the demo's trial.json into the run folder (unless the user gave their own)."""
+    """Write what the demo's defaults point at into the run folder: the trial.json and the
+    generated task variants (train and held-out). Options the user set are left alone."""
+    from tbconsole.engine.registry import MODELS
+    from tbconsole.runner.options import OptionsError
+
     args = parsed.args
-    if args.harbor.trial_config != DEMO_DEFAULTS["harbor.trial_config"]:
-        return parsed
-    path = Path(args.config.log_path) / DEMO_TRIAL_FILE
+    if args.config.base_url == EMBEDDED and args.config.model_name.split(":", 1)[0] not in MODELS:
+        raise OptionsError(f"config.model_name={args.config.model_name!r} is not a local model: with "
+                           f"config.base_url={EMBEDDED} use one of {', '.join(MODELS)}")
+    log_path = Path(args.config.log_path)
+    harbor, builder = args.harbor, args.config.dataset_builder
+    if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
+        path = log_path / DEMO_TRIAL_FILE
+        _write_json(path, demo_trial_config(args.config.max_tokens))
+        harbor = chz.replace(harbor, trial_config=str(path))
+    if builder.tasks_dir == TRAIN_TASKS:
+        groups = (args.config.max_steps or 20) * builder.groups_per_batch
+        dest = log_path / "tasks"
+        for order, variant in enumerate(variants.sample_variants("train", max(groups, 2), seed=0,
+                                                                         families=DEMO_FAMILIES)):
+            # Folders load in sorted order: the prefix keeps the families interleaved.
+            variants.write_task(variant, dest, folder=f"{order:03d}-{variant.name}")
+        builder = chz.replace(builder, tasks_dir=str(dest))
+    if harbor.eval_tasks_dir == HELDOUT_TASKS:
+        dest = log_path / "tasks-heldout"
+        variants.write_taskset(dest, variants.sample_variants("heldout", HELDOUT_VARIANTS, seed=0,
+                                                                               families=DEMO_FAMILIES))
+        harbor = chz.replace(harbor, eval_tasks_dir=str(dest))
+    parsed.args = chz.replace(args, harbor=harbor, config=chz.replace(args.config, dataset_builder=builder))
+    return parsed
+
+
+def _write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(demo_trial_config(args.config.max_tokens), indent=2) + "\n")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
-    parsed.args = chz.replace(args, harbor=chz.replace(args.harbor, trial_config=str(path)))
-    return parsed
 
 
 @contextlib.asynccontextmanager
@@ -94,7 +133,8 @@ async def embedded_engine(parsed):
         return
     from tbconsole.engine.embedded import EmbeddedEngine
 
-    engine = EmbeddedEngine(data_dir=str(Path(args.config.log_path) / "engine"))
+    model = args.config.model_name.split(":", 1)[0]  # checked by materialize()
+    engine = EmbeddedEngine(data_dir=str(Path(args.config.log_path) / "engine"), model=model)
     engine.start()
     try:
         import os

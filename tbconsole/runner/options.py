@@ -35,6 +35,10 @@ class HarborOptions:
     listen_host: str = "127.0.0.1"  # address the proxy binds to (0.0.0.0 for remote sandboxes)
     advertised_host: str = "127.0.0.1"  # address placed in {proxy_url}; sandboxes must reach it
     max_parallel_trials_per_group: int = 4
+    # Not in the upstream recipe: a folder of held-out Harbor tasks scored with the current
+    # policy every config.eval_every batches and after the last (metrics eval/heldout/*).
+    eval_tasks_dir: str | None = None
+    eval_group_size: int = 2  # trials per held-out task
 
 
 @chz.chz
@@ -122,6 +126,8 @@ def check(args: TrainArgs) -> None:
             raise OptionsError(f"config.dataset_builder.{name} must be at least 1.")
     if args.harbor.max_parallel_trials_per_group < 1:
         raise OptionsError("harbor.max_parallel_trials_per_group must be at least 1.")
+    if args.harbor.eval_group_size < 1:
+        raise OptionsError("harbor.eval_group_size must be at least 1.")
     if config.async_config is not None or config.stream_minibatch_config is not None:
         raise OptionsError("The recipe trains synchronously (on-policy): leave config.async_config "
                            "and config.stream_minibatch_config unset.")

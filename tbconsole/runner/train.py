@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import logging
 import uuid
 from dataclasses import dataclass
@@ -47,7 +48,8 @@ class EventMetricsLogger(ml_log.Logger):
         numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         step = -1 if step is None else int(step)
         self.publish(StepMetrics(step=step, metrics=numbers))
-        self.publish(BatchEnded(step=step))  # the cookbook logs a step's row once it is trained
+        if "progress/batch" in metrics:  # the cookbook logs a step's row once it is trained
+            self.publish(BatchEnded(step=step))
 
 
 @dataclass
@@ -55,6 +57,7 @@ class RunResult:
     status: str  # done | stopped | aborted | failed
     step: int
     message: str | None = None
+    sampler_path: str | None = None  # the final weights, when the run finished
 
     @property
     def exit_code(self) -> int:
@@ -106,6 +109,11 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     else:
         training_client = await service_client.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
 
+    evaluators = []
+    if harbor.eval_tasks_dir:
+        from tbconsole.runner.heldout import HeldOutEvaluator
+
+        evaluators.append(HeldOutEvaluator(ctx, Path(harbor.eval_tasks_dir), harbor.eval_group_size))
     dataset, _ = await config.dataset_builder()
     ctx.dataset = dataset
     num_batches = len(dataset)
@@ -134,7 +142,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     background = [asyncio.create_task(inbox.run()), asyncio.create_task(health.monitor(base_url, publish))]
     training = asyncio.create_task(rl_train.do_sync_training(
         start_batch=start_batch, end_batch=end_batch, num_batches=end_batch, config=config,
-        training_client=training_client, kl_reference_client=None, evaluators=[], dataset=dataset,
+        training_client=training_client, kl_reference_client=None, evaluators=evaluators, dataset=dataset,
         ml_logger=ml_logger, tokenizer=tokenizer, error_counter=None, strategy=strategy,
         checkpoint_mgr=checkpoint_mgr,
     ))
@@ -147,6 +155,8 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
             result = RunResult("aborted", ctx.last_batch if ctx.last_batch is not None else start_batch, "aborted by request")
         else:
             result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, publish)
+            if result.status == "done" and evaluators and config.eval_every > 0 and start_batch < end_batch:
+                await _final_evaluation(evaluators, service_client, result.sampler_path, ml_logger, end_batch)
     finally:
         for task in (*background, aborted):
             task.cancel()
@@ -172,13 +182,28 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
         return RunResult("stopped", batch, f"stopped cleanly before batch {batch}")
     except TrialFailed as failure:
         return RunResult("failed", ctx.last_batch if ctx.last_batch is not None else start_batch, str(failure))
+    sampler_path = None
     if start_batch < end_batch:
         paths = await checkpoint_mgr.save_final_async(loop_state={"batch": end_batch})
+        sampler_path = paths.get("sampler_path")
         publish(CheckpointSaved(step=end_batch, name="final", state_path=paths.get("state_path"),
-                                sampler_path=paths.get("sampler_path")))
+                                sampler_path=sampler_path))
     else:
         await checkpoint_mgr.finalize_async()
-    return RunResult("done", end_batch, None)
+    return RunResult("done", end_batch, None, sampler_path)
+
+
+async def _final_evaluation(evaluators, service_client, sampler_path, ml_logger, end_batch) -> None:
+    """The cookbook evaluates before a batch samples, so the last update is never evaluated:
+    score the final weights too (a metrics row without progress/batch: no new training step)."""
+    if sampler_path is None:
+        return
+    made = service_client.create_sampling_client(model_path=sampler_path)
+    sampling_client = await made if inspect.isawaitable(made) else made
+    metrics = {}
+    for evaluator in evaluators:
+        metrics.update(await evaluator(sampling_client))
+    ml_logger.log_metrics(metrics, step=end_batch)
 
 
 def _quiet_console_logging() -> None:

@@ -32,6 +32,10 @@ def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--theme", default=None, help="theme name (dark, light, or any in themes/)")
     parser.add_argument("--replay", action="store_true",
                         help="replay even if the run is still going (no controls)")
+    parser.add_argument("--screenshot", type=Path, metavar="FILE.svg", default=None,
+                        help="write the console at the run's last event as an SVG and exit (no terminal needed)")
+    parser.add_argument("--size", default="140x44", metavar="COLSxROWS",
+                        help="terminal size for --screenshot (default: %(default)s)")
     parser.set_defaults(handler=run_attach)
 
 
@@ -45,6 +49,8 @@ def run_attach(args: argparse.Namespace) -> int:
         print(f"tbconsole attach: no {EVENTS_FILE} in {log_path} (is it a run's log_path?)", file=sys.stderr)
         return 2
     run_dir = events_file.parent
+    if args.screenshot is not None:
+        return _screenshot(events_file, args.screenshot, args.theme, args.size)
     if args.replay or run_has_ended(run_dir) or log_path.is_file():
         app = ConsoleApp(replay_path=events_file, theme=args.theme)
     else:
@@ -54,6 +60,32 @@ def run_attach(args: argparse.Namespace) -> int:
         app.on_first_frame = lambda: app.exit(0)
     app.run()
     return app.return_code or 0
+
+
+def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> int:
+    """Replay the whole run headless, then export the screen as it stands (SVG)."""
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.source import Replay, read_all
+
+    try:
+        cols, rows = (int(n) for n in size.lower().split("x"))
+    except ValueError:
+        print(f"tbconsole attach: --size {size!r}: expected COLSxROWS, e.g. 140x44", file=sys.stderr)
+        return 2
+
+    async def shoot() -> str:
+        app = ConsoleApp(replay=Replay(read_all(events_file)), theme=theme)
+        async with app.run_test(size=(cols, rows)) as pilot:
+            await pilot.pause(0.5)
+            return app.export_screenshot(title=f"tbconsole · {events_file.parent.name}")
+
+    svg = asyncio.run(shoot())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(svg)
+    tmp.replace(out)
+    print(f"wrote {out}")
+    return 0
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The whole recipe offline: `tbconsole demo` on the embedded default (local engine, bundled
-tasks, local sandbox, real mini-swe-agent through the capture proxy, the cookbook's loop)."""
+"""The whole recipe offline: `tbconsole demo` on the embedded default (local engine, generated
+task variants, local sandbox, real mini-swe-agent through the capture proxy, the cookbook's loop)."""
 
 import json
 import os
@@ -18,7 +18,7 @@ from tbconsole.proxy import read_capture
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 SMALL = ["config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-         "config.max_tokens=64"]
+         "config.max_tokens=64", "config.eval_every=0"]
 
 
 def _demo(log: Path, *extra: str) -> subprocess.Popen:

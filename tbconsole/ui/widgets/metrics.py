@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from tbconsole.state import METRIC_ROWS, RunState, format_value
+from tbconsole.state import METRIC_ROWS, OPTIONAL_METRIC_ROWS, RunState, format_value
 from tbconsole.ui.plotmath import sparkline
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
@@ -18,8 +18,10 @@ class MetricsPanel(Panel):
         width = max(20, self.content_size.width or 50)
         spark_w = max(4, width - 22)
         lines = []
-        for label, keys in METRIC_ROWS:
+        for label, keys in METRIC_ROWS + OPTIONAL_METRIC_ROWS:
             key, value, trend = state.metric(keys)
+            if key is None and (label, keys) in OPTIONAL_METRIC_ROWS:
+                continue
             lines.append(columns([Text(label, style=p.muted), format_value(value),
                                   Text(sparkline(trend, spark_w), style=p.line)], [10, 9, spark_w], {1}))
         if state.last_completed is not None:

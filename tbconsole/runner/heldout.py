@@ -1,0 +1,61 @@
+"""Held-out evaluation: the current policy on tasks it never trains on, under the same Harbor
+rollout as training (agent, sandbox, proxy, verifier), reported as cookbook eval metrics.
+
+The cookbook calls a ``SamplingClientEvaluator`` every ``config.eval_every`` batches, before
+that batch samples; the runner calls it once more after the last batch. Its trials go under
+``<log_path>/heldout/`` and are not announced as training groups (the console's trial table
+and reward trend are the training batches'); a log line reports each evaluation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+from tinker_cookbook.eval.evaluators import SamplingClientEvaluator
+
+from tbconsole.events import LogLine
+from tbconsole.runner.dataset import HarborGroupBuilder
+from tbconsole.runner.outcomes import TrialFailed
+from tbconsole.runner.rollout import RunContext, run_group
+from tbconsole.taskset import discover
+
+PREFIX = "eval/heldout"
+
+
+class HeldOutEvaluator(SamplingClientEvaluator):
+    def __init__(self, ctx: RunContext, tasks_dir: Path, group_size: int):
+        self.ctx = ctx
+        self.tasks = discover(Path(tasks_dir).expanduser())
+        self.group_size = group_size
+
+    async def __call__(self, sampling_client) -> dict[str, float]:
+        ctx = self.ctx
+        trained = 0 if ctx.last_batch is None else ctx.last_batch + 1  # updates behind this policy
+        quiet = dataclasses.replace(ctx, publish=_only_logs(ctx.publish), log_path=ctx.log_path / "heldout",
+                                    _gates={})
+        builders = [HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i,
+                                       group_size=self.group_size)
+                    for i, task in enumerate(self.tasks)]
+        results = await asyncio.gather(*(run_group(quiet, b, sampling_client) for b in builders),
+                                       return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for failure in failed:
+            if not isinstance(failure, TrialFailed):
+                raise failure
+        scored = [b for b, r in zip(builders, results) if not isinstance(r, BaseException)]
+        rewards = [r.reward for b in scored for r in b.rewards]
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        ctx.publish(LogLine(level="warning" if failed else "info", message=(
+            f"held-out after {trained} updates: reward {mean:.3f} over {len(rewards)} trials "
+            f"of {len(scored)} tasks" + (f"; {len(failed)} tasks not scored ({failed[0]})" if failed else ""))))
+        return {f"{PREFIX}/reward": mean, f"{PREFIX}/trials": float(len(rewards)),
+                f"{PREFIX}/after_updates": float(trained)}
+
+
+def _only_logs(publish):
+    def forward(event) -> None:
+        if isinstance(event, LogLine):
+            publish(event)
+    return forward

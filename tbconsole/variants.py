@@ -1,0 +1,251 @@
+"""Parameterised one-command tasks: the learnable signal of the demo.
+
+Three families of Terminal-Bench-style tasks, each solved by one shell command the agent can
+issue in its first turn. A variant is a family's instruction over its own files (line counts,
+word lists, logs made from the variant's index): the command that solves one variant solves
+them all, so what is learnt carries over to variants never seen. Task folders (instruction,
+``environment/setup.sh``, ``tests/test.sh`` with the expected answer, ``solution/solve.sh``)
+are generated on demand.
+
+Each family also names *near misses*: commands that look right and finish the episode but that
+the verifier rejects (``wc -l FILE`` prints the name too, ``sort`` keeps duplicates, ``grep``
+without ``-c`` prints lines, not a count). The warm-up policy imitates a mix of the solution and its near misses, so
+its success rate per group is mixed and the group advantages are non-zero; RL has to discover
+which command the verifier rewards.
+
+Splits are fixed by a hash of the variant, so the held-out variants (``heldout``) never appear
+in warm-up data or in RL training (``train``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-task marker
+HELDOUT_SHARE = 5  # one variant in five is held out
+SPLITS = ("train", "heldout")
+VARIANTS_PER_FAMILY = 200
+WORDS = (
+    "apple", "bird", "cloud", "delta", "ember", "frost", "grape", "harbor", "island", "jungle",
+    "kettle", "lemon", "meadow", "nickel", "orbit", "pepper", "quartz", "river", "stone", "tiger",
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One task of a family: the same instruction, its own files (made from ``index``)."""
+
+    family: str
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}-{self.index:03d}"
+
+    @property
+    def split(self) -> str:
+        digest = hashlib.sha256(self.name.encode()).digest()
+        return "heldout" if digest[0] % HELDOUT_SHARE == 0 else "train"
+
+    @property
+    def spec(self) -> "Family":
+        return FAMILIES[self.family]
+
+    @property
+    def instruction(self) -> str:
+        return self.spec.instruction
+
+    @property
+    def solution(self) -> str:
+        return self.spec.solution
+
+    @property
+    def near_misses(self) -> tuple[str, ...]:
+        return self.spec.near_misses
+
+    def files(self) -> tuple[dict[str, str], str]:
+        """(the files setup.sh writes under /app, the expected content of the answer file)."""
+        return self.spec.make(random.Random(f"{self.family}/{self.index}"))
+
+
+def _count_lines(rng: random.Random) -> tuple[dict[str, str], str]:
+    n = rng.randint(3, 40)
+    lines = [" ".join(rng.choices(WORDS, k=rng.randint(2, 5))) for _ in range(n)]
+    return {"input.txt": "\n".join(lines) + "\n"}, f"{n}\n"
+
+
+def _sort_unique(rng: random.Random) -> tuple[dict[str, str], str]:
+    distinct = rng.sample(WORDS, rng.randint(4, 12))
+    words = distinct + rng.choices(distinct, k=rng.randint(2, 10))  # at least two duplicates
+    rng.shuffle(words)
+    while [w for i, w in enumerate(words) if i == 0 or w != words[i - 1]] == sorted(distinct):
+        rng.shuffle(words)  # `uniq` alone must not happen to give the answer
+    return {"words.txt": "\n".join(words) + "\n"}, "".join(w + "\n" for w in sorted(distinct))
+
+
+def _count_errors(rng: random.Random) -> tuple[dict[str, str], str]:
+    total = rng.randint(6, 40)
+    errors = rng.randint(1, total - 2)
+    levels = ["ERROR"] * errors + rng.choices(["INFO", "WARN", "DEBUG"], k=total - errors)
+    rng.shuffle(levels)
+    lines = [f"2024-03-{rng.randint(1, 28):02d} {level} {rng.choice(WORDS)} {rng.choice(WORDS)}"
+             for level in levels]
+    return {"app.log": "\n".join(lines) + "\n"}, f"{errors}\n"
+
+
+@dataclass(frozen=True)
+class Family:
+    instruction: str
+    solution: str
+    near_misses: tuple[str, ...]
+    answer: str  # the file the verifier reads, under /app
+    make: Callable[[random.Random], tuple[dict[str, str], str]]
+    description: str
+
+
+FAMILIES: dict[str, Family] = {
+    "count-lines": Family(
+        instruction="Write the number of lines in /app/input.txt to /app/count.txt (just the number).",
+        solution="wc -l < /app/input.txt > /app/count.txt",
+        near_misses=("wc -l /app/input.txt > /app/count.txt", "wc -w < /app/input.txt > /app/count.txt"),
+        answer="count.txt", make=_count_lines,
+        description="Count the lines of a file.",
+    ),
+    "sort-unique": Family(
+        instruction="Write the distinct lines of /app/words.txt, sorted, to /app/sorted.txt.",
+        solution="sort -u /app/words.txt > /app/sorted.txt",
+        near_misses=("sort /app/words.txt > /app/sorted.txt", "uniq /app/words.txt > /app/sorted.txt"),
+        answer="sorted.txt", make=_sort_unique,
+        description="Sort a word list and drop the duplicates.",
+    ),
+    "count-errors": Family(
+        instruction="Write how many lines of /app/app.log contain ERROR to /app/errors.txt (just the number).",
+        solution="grep -c ERROR /app/app.log > /app/errors.txt",
+        near_misses=("grep ERROR /app/app.log > /app/errors.txt", "wc -l < /app/app.log > /app/errors.txt"),
+        answer="errors.txt", make=_count_errors,
+        description="Count the error lines of a log.",
+    ),
+}
+
+
+def all_variants(split: str | None = None) -> list[Variant]:
+    """Every variant, in a fixed order; only ``split``'s if given."""
+    out = [Variant(f, i) for f in FAMILIES for i in range(VARIANTS_PER_FAMILY)]
+    return [v for v in out if split is None or v.split == split]
+
+
+def sample_variants(split: str, n: int, seed: int, families: tuple[str, ...] | None = None) -> list[Variant]:
+    """``n`` variants of ``split``, round-robin over ``families`` (default: all), chosen by ``seed``."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
+    rng = random.Random(seed)
+    pools = {f: [v for v in all_variants(split) if v.family == f] for f in families or FAMILIES}
+    for pool in pools.values():
+        rng.shuffle(pool)
+    picks = itertools.islice(itertools.chain.from_iterable(zip(*pools.values())), n)
+    return list(picks)
+
+
+def parse_variant(name: str) -> Variant:
+    """The variant a task folder name stands for (``count-lines-007``)."""
+    family, _, index = name.rpartition("-")
+    if family in FAMILIES and index.isdigit() and int(index) < VARIANTS_PER_FAMILY:
+        return Variant(family, int(index))
+    raise ValueError(f"not a task variant name: {name!r}")
+
+
+TASK_TOML = """schema_version = "1.1"
+
+[task]
+name = "tbconsole/{name}"
+description = "{description}"
+keywords = ["variants", "{family}"]
+
+[metadata]
+difficulty = "easy"
+category = "variants"
+split = "{split}"
+min_commands = 1
+
+[verifier]
+timeout_sec = 30.0
+
+[agent]
+timeout_sec = 120.0
+
+[environment]
+workdir = "/app"
+cpus = 1
+memory_mb = 512
+"""
+
+TEST_SH = """#!/bin/bash
+# Reward 1 iff /app/{answer} holds exactly the expected answer.
+mkdir -p /logs/verifier
+if cmp -s /app/{answer} - <<'TBCONSOLE_EXPECTED'
+{expected}TBCONSOLE_EXPECTED
+then echo PASS; echo 1 > /logs/verifier/reward.txt
+else echo FAIL; echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+def _setup_sh(files: dict[str, str]) -> str:
+    out = ["#!/bin/bash", "set -e"]
+    for name, text in files.items():
+        out += [f"cat > /app/{name} <<'TBCONSOLE_DATA'", text + "TBCONSOLE_DATA"]
+    return "\n".join(out) + "\n"
+
+
+def write_task(variant: Variant, dest: Path, folder: str | None = None) -> Path:
+    """The variant's task folder under ``dest`` (written whole, then renamed into place)."""
+    import shutil
+    import tempfile
+
+    spec = variant.spec
+    final = dest / (folder or variant.name)
+    if final.is_dir():
+        return final
+    dest.mkdir(parents=True, exist_ok=True)
+    files, expected = variant.files()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{variant.name}.", dir=dest))
+    try:
+        contents = {
+            "task.toml": TASK_TOML.format(name=variant.name, description=spec.description,
+                                          family=variant.family, split=variant.split),
+            "instruction.md": variant.instruction + "\n",
+            "environment/setup.sh": _setup_sh(files),
+            "tests/test.sh": TEST_SH.format(answer=spec.answer, expected=expected),
+            "solution/solve.sh": "#!/bin/bash\n" + variant.solution + "\n",
+        }
+        for rel, text in contents.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if rel.endswith(".sh"):
+                path.chmod(0o755)
+        tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def write_taskset(dest: Path, variants: list[Variant]) -> list[Path]:
+    return [write_task(v, dest) for v in variants]
+
+
+def agent_command(command: str) -> str:
+    """The command as the agent issues it: the action, then the end-of-task marker."""
+    return f"{command} && {SUBMIT}"
+
+
+def iter_commands(variant: Variant) -> Iterator[tuple[str, bool]]:
+    """(command, solves the task?) for the solution and each near miss."""
+    yield variant.solution, True
+    for miss in variant.near_misses:
+        yield miss, False

@@ -1,0 +1,375 @@
+"""`tbconsole warmup`: the demo's starting policy, by supervised warm-up through the engine.
+
+A random-init model never emits a valid tool call, so RL on it has nothing to learn from. The
+warm-up teaches the small local model the agent's own transcript format first:
+
+1. **The agent's prompt, recorded live.** One real trial (Harbor, the local sandbox,
+   mini-swe-agent through the capture proxy, the solution scripted as the reply) gives the
+   exact tokens of the agent's first prompt. The user message is cut around the task's
+   instruction (``AgentPrompt``), so any variant's prompt is those tokens with its own
+   instruction spliced in. The splice is checked against the recorded tokens before use.
+2. **Demonstrations** (``variants``): a train-split variant's prompt, then a reply in the
+   renderer's tool-call format whose command is the solution with probability
+   ``solution_share`` and otherwise one of the family's near misses. A policy that imitates
+   this mix succeeds some of the time, so group rewards are mixed and RL has a signal.
+3. **Training** is the cookbook's supervised loss through the Tinker SDK: ``forward_backward``
+   with ``cross_entropy`` (weights on the reply tokens only) and ``optim_step``, against the
+   local engine; the adapter is then saved for the sampler and exported.
+4. **Evaluation** on held-out variants (never trained on): how often a sampled reply is a
+   valid tool call, the exact solution, or an exact near miss.
+
+The exported folder (PEFT ``adapter_model.safetensors`` + ``adapter_config.json`` + this run's
+settings and figures in ``warmup.json``) is what the engine merges into the base model for
+``tbconsole/qwen3-tiny-agent``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tbconsole import variants as V
+
+TOOL_NAME = "bash"
+
+
+# --------------------------------------------------------------------------------- prompt
+@dataclass(frozen=True)
+class AgentPrompt:
+    """The agent's first prompt, in tokens, with the task instruction cut out of the user
+    message: ``prefix`` (system turn and user header), ``before``/``after`` (user text around
+    the instruction), ``suffix`` (end of the user turn and the assistant header)."""
+
+    prefix: list[int]
+    before: str
+    after: str
+    suffix: list[int]
+
+    def tokens(self, tokenizer: Any, instruction: str) -> list[int]:
+        text = self.before + instruction.strip() + self.after
+        return self.prefix + tokenizer.encode(text, add_special_tokens=False) + self.suffix
+
+    def save(self, path: Path) -> None:
+        _write_json(path, asdict(self))
+
+    @classmethod
+    def load(cls, path: Path) -> "AgentPrompt":
+        return cls(**json.loads(Path(path).read_text()))
+
+    @classmethod
+    def from_capture(cls, tokens: list[int], tokenizer: Any, instruction: str) -> "AgentPrompt":
+        """Cut a recorded first prompt around ``instruction``; raises ValueError if the user
+        message does not re-encode to the same tokens (then a splice would not be exact)."""
+        start_id = tokenizer.convert_tokens_to_ids("<|im_start|>")
+        end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        starts = [i for i, t in enumerate(tokens) if t == start_id]
+        user = next((i for i in starts if tokenizer.decode(tokens[i + 1:i + 3]).startswith("user")), None)
+        if user is None:
+            raise ValueError("no user turn in the recorded prompt")
+        head = user + 1
+        while tokenizer.decode(tokens[user + 1:head]) != "user\n":
+            head += 1
+            if head - user > 4:
+                raise ValueError("unexpected user header in the recorded prompt")
+        end = tokens.index(end_id, head)
+        text = tokenizer.decode(tokens[head:end])
+        if tokenizer.encode(text, add_special_tokens=False) != tokens[head:end]:
+            raise ValueError("the user message does not re-encode to its recorded tokens")
+        at = text.find(instruction.strip())
+        if at < 0:
+            raise ValueError("the instruction is not in the recorded user message")
+        prompt = cls(tokens[:head], text[:at], text[at + len(instruction.strip()):], tokens[end:])
+        if prompt.tokens(tokenizer, instruction) != tokens:
+            raise ValueError("splicing the instruction back does not reproduce the recorded prompt")
+        return prompt
+
+
+def tool_call_reply(renderer: Any, command: str) -> list[int]:
+    """The tokens of an assistant turn that runs ``command`` (and submits), as the renderer
+    writes it: what the policy must sample for the proxy to hand the agent that tool call."""
+    from tinker_cookbook.renderers.base import Message, ToolCall
+
+    from tbconsole.proxy.scripted import reply_tokens
+
+    call = ToolCall(function=ToolCall.FunctionBody(
+        name=TOOL_NAME, arguments=json.dumps({"command": V.agent_command(command)})), id="call_0")
+    return reply_tokens(renderer, Message(role="assistant", content="", tool_calls=[call]))
+
+
+def parse_command(renderer: Any, tokens: list[int]) -> str | None:
+    """The bash command of a sampled reply, or None when it is no valid tool call."""
+    message, _ok = renderer.parse_response(list(tokens))
+    calls = message.get("tool_calls") or []
+    if len(calls) != 1 or calls[0].function.name != TOOL_NAME:
+        return None
+    try:
+        command = json.loads(calls[0].function.arguments).get("command")
+    except (ValueError, AttributeError):
+        return None
+    return command if isinstance(command, str) else None
+
+
+async def record_prompt(work_dir: Path, variant: V.Variant, renderer: Any, tokenizer: Any,
+                        max_tokens: int = 128) -> tuple[AgentPrompt, float]:
+    """Run one real trial of ``variant`` with its solution scripted as the reply; return the
+    cut prompt and the verifier's reward (1.0 unless the task or the sandbox is broken)."""
+    from tbconsole.control import RunControl
+    from tbconsole.proxy.scripted import Scripted, ScriptedSampler
+    from tbconsole.runner.dataset import HarborGroupBuilder
+    from tbconsole.runner.demo import demo_trial_config
+    from tbconsole.runner.rollout import RunContext, run_group
+    from tbconsole.runner.trials import load_template
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    trial_json = work_dir / "trial.json"
+    _write_json(trial_json, demo_trial_config(max_tokens, step_limit=1))
+    task_dir = V.write_task(variant, work_dir / "tasks")
+    sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=tool_call_reply(renderer, variant.solution)))
+    ctx = RunContext(publish=lambda event: None, control=RunControl(lambda event: None), log_path=work_dir, renderer=renderer,
+                     tokenizer=tokenizer, template=load_template(trial_json), max_tokens=max_tokens)
+    builder = HarborGroupBuilder(task_dir=task_dir, task_index=0, batch=0, group=0, group_size=1)
+    await run_group(ctx, builder, sampler)
+    if not sampler.calls:
+        raise RuntimeError("the agent made no model call")
+    prompt = AgentPrompt.from_capture(sampler.calls[0].prompt, tokenizer, variant.instruction)
+    return prompt, builder.rewards[0].reward
+
+
+# --------------------------------------------------------------------------------- data
+@dataclass
+class WarmupSettings:
+    base_model: str = "tbconsole/qwen3-tiny"
+    rank: int = 32
+    learning_rate: float = 2e-3
+    steps: int = 400
+    batch_size: int = 8
+    solution_share: float = 0.25  # how often a demonstration is the solution
+    seed: int = 0
+    eval_variants: int = 24
+    eval_samples: int = 4
+    max_tokens: int = 96
+
+
+def demonstration(prompt: AgentPrompt, renderer: Any, tokenizer: Any, variant: V.Variant,
+                  command: str):
+    """One supervised datum: the agent's prompt for ``variant``, then a reply running ``command``;
+    the loss weights cover the reply only."""
+    import tinker
+
+    context = prompt.tokens(tokenizer, variant.instruction)
+    reply = tool_call_reply(renderer, command)
+    tokens = context + reply
+    weights = [0.0] * len(context) + [1.0] * len(reply)
+    return tinker.Datum(
+        model_input=tinker.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": weights[1:]},
+    )
+
+
+def choose_command(variant: V.Variant, rng: random.Random, solution_share: float) -> str:
+    if rng.random() < solution_share:
+        return variant.solution
+    return rng.choice(variant.near_misses)
+
+
+@dataclass
+class EvalResult:
+    samples: int = 0
+    valid: int = 0
+    solution: int = 0
+    near_miss: int = 0
+    by_family: dict[str, list[int]] = field(default_factory=dict)  # family -> [solution, samples]
+
+    def rates(self) -> dict[str, float]:
+        n = max(self.samples, 1)
+        return {"valid_tool_call": self.valid / n, "solution": self.solution / n,
+                "near_miss": self.near_miss / n,
+                "copied_exactly": (self.solution + self.near_miss) / n}
+
+
+def evaluate(sampling_client: Any, prompt: AgentPrompt, renderer: Any, tokenizer: Any,
+             held_out: list[V.Variant], samples: int, max_tokens: int, seed: int) -> EvalResult:
+    """Sample each held-out variant's prompt ``samples`` times (temperature 1) and classify."""
+    import tinker
+
+    params = tinker.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed,
+                                   stop=renderer.get_stop_sequences())
+    futures = [(v, sampling_client.sample(tinker.ModelInput.from_ints(prompt.tokens(tokenizer, v.instruction)),
+                                          samples, params)) for v in held_out]
+    result = EvalResult()
+    for variant, future in futures:
+        for seq in future.result().sequences:
+            command = parse_command(renderer, seq.tokens)
+            result.samples += 1
+            result.valid += command is not None
+            fam = result.by_family.setdefault(variant.family, [0, 0])
+            fam[1] += 1
+            if command == V.agent_command(variant.solution):
+                result.solution += 1
+                fam[0] += 1
+            elif command in {V.agent_command(m) for m in variant.near_misses}:
+                result.near_miss += 1
+    return result
+
+
+def _log(message: str) -> None:
+    print(message, flush=True)
+
+
+def reply_probabilities(sampling_client: Any, prompt: AgentPrompt, renderer: Any, tokenizer: Any,
+                        variant: V.Variant) -> dict[str, float]:
+    """The policy's probability of replying with exactly the solution, or each near miss, to
+    the variant's prompt: the solution's is the policy's expected reward on it, with no
+    sampling noise."""
+    import math
+
+    import tinker
+
+    context = prompt.tokens(tokenizer, variant.instruction)
+    futures = {}
+    for command, _solves in V.iter_commands(variant):
+        reply = tool_call_reply(renderer, command)
+        futures[command] = (len(reply), sampling_client.compute_logprobs(
+            tinker.ModelInput.from_ints(context + reply), prompt_logprobs_last_n=len(reply)))
+    return {cmd: math.exp(sum(f.result()[-n:])) for cmd, (n, f) in futures.items()}
+
+
+def train(settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, device: str = "auto",
+          log=_log) -> dict[str, Any]:
+    """Warm up a LoRA adapter on ``settings.base_model`` and export it to ``out_dir``."""
+    import tinker
+    from tinker_cookbook.renderers import get_renderer
+
+    from tbconsole.engine.checkpoints import CheckpointRef
+    from tbconsole.engine.embedded import EmbeddedEngine
+    from tbconsole.engine.registry import load_tokenizer, recommended_renderer
+
+    tokenizer = load_tokenizer()
+    renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
+    rng = random.Random(settings.seed)
+    train_pool = V.all_variants("train")
+    held_out = V.sample_variants("heldout", settings.eval_variants, settings.seed)
+    scratch = out_dir.with_name(out_dir.name + ".engine")
+    started = time.monotonic()
+    history: list[dict[str, float]] = []
+    with EmbeddedEngine(data_dir=scratch, device=device, model=settings.base_model) as engine:
+        service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
+        client = _resolved(service.create_lora_training_client(
+            base_model=settings.base_model, rank=settings.rank, seed=settings.seed))
+        for step in range(settings.steps):
+            batch = []
+            for _ in range(settings.batch_size):
+                variant = rng.choice(train_pool)
+                batch.append(demonstration(prompt, renderer, tokenizer, variant,
+                                           choose_command(variant, rng, settings.solution_share)))
+            # Linear decay over the last quarter: the end of the run settles instead of jumping.
+            tail = max(1, settings.steps // 4)
+            lr = settings.learning_rate * min(1.0, (settings.steps - step) / tail)
+            fwd = client.forward_backward(batch, "cross_entropy")
+            opt = client.optim_step(tinker.AdamParams(learning_rate=lr))
+            metrics = fwd.result().metrics
+            opt.result()
+            tokens = sum(sum(d.loss_fn_inputs["weights"].tolist()) for d in batch)
+            loss = metrics.get("loss:sum", 0.0) / max(tokens, 1)
+            history.append({"step": step, "loss": loss})
+            if step % 25 == 0 or step == settings.steps - 1:
+                log(f"warmup step {step:4d}/{settings.steps}  loss/token {loss:.4f}  lr {lr:.2e}  "
+                    f"{time.monotonic() - started:6.0f}s")
+        path = client.save_weights_for_sampler("warmup").result().path
+        sampler = _resolved(service.create_sampling_client(model_path=path))
+        result = evaluate(sampler, prompt, renderer, tokenizer, held_out, settings.eval_samples,
+                          settings.max_tokens, settings.seed)
+        folder = engine.engine.store.dir_for(CheckpointRef.parse(path))
+        out_tmp = out_dir.with_name(out_dir.name + ".tmp")
+        shutil.rmtree(out_tmp, ignore_errors=True)
+        out_tmp.mkdir(parents=True)
+        for name in ("adapter_model.safetensors", "adapter_config.json"):
+            shutil.copy2(folder / name, out_tmp / name)
+    shutil.rmtree(scratch, ignore_errors=True)
+    report = {
+        "settings": asdict(settings),
+        "seconds": round(time.monotonic() - started, 1),
+        "final_loss": history[-1]["loss"] if history else None,
+        "held_out": {"variants": [v.name for v in held_out], **result.rates(),
+                     "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()}},
+    }
+    _write_json(out_tmp / "warmup.json", report)
+    prompt.save(out_tmp / "agent-prompt.json")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_tmp.rename(out_dir)
+    log(f"held-out: {json.dumps(report['held_out'] | {'variants': len(held_out)})}")
+    return report
+
+
+def _resolved(client_or_future: Any) -> Any:
+    """The SDK hands clients back as futures in newer versions and directly in older ones."""
+    import tinker
+
+    if isinstance(client_or_future, (tinker.TrainingClient, tinker.SamplingClient)):
+        return client_or_future
+    return client_or_future.result()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------------- command
+def add_arguments(p) -> None:
+    d = WarmupSettings()
+    p.add_argument("--out", type=Path, default=Path("runs/warmup/policy"),
+                   help="folder for the adapter, its settings and figures (default: %(default)s)")
+    p.add_argument("--prompt", type=Path, default=None,
+                   help="an agent-prompt.json recorded earlier (default: record it now with one real "
+                   "trial in the local sandbox)")
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--rank", type=int, default=d.rank)
+    p.add_argument("--lr", type=float, default=d.learning_rate)
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--solution-share", type=float, default=d.solution_share,
+                   help="share of demonstrations that run the solution, not a near miss (%(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
+
+
+def run(args) -> int:
+    import asyncio
+
+    from tinker_cookbook.renderers import get_renderer
+
+    from tbconsole.cli import UsageError
+    from tbconsole.engine.registry import load_tokenizer, recommended_renderer, register_with_cookbook
+
+    if args.steps < 1 or args.rank < 1 or args.batch_size < 1 or not 0 <= args.solution_share <= 1:
+        raise UsageError("--steps, --rank and --batch-size must be >= 1 and --solution-share in [0, 1]")
+    settings = WarmupSettings(rank=args.rank, learning_rate=args.lr, steps=args.steps,
+                              batch_size=args.batch_size, solution_share=args.solution_share, seed=args.seed)
+    register_with_cookbook()
+    if args.prompt is not None:
+        if not args.prompt.is_file():
+            raise UsageError(f"--prompt {args.prompt}: no such file (record one by leaving --prompt out)")
+        prompt = AgentPrompt.load(args.prompt)
+    else:
+        tokenizer = load_tokenizer()
+        renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
+        variant = V.sample_variants("train", 1, settings.seed)[0]
+        _log(f"recording the agent's prompt: one trial of {variant.name} with its solution scripted")
+        prompt, reward = asyncio.run(record_prompt(args.out.with_name(args.out.name + ".record"), variant,
+                                                   renderer, tokenizer))
+        if reward != 1.0:
+            print(f"the scripted solution of {variant.name} scored {reward}, not 1: the task set or the "
+                  "sandbox is broken", file=sys.stderr)
+            return 1
+    train(settings, prompt, args.out, device=args.device)
+    print(f"policy written to {args.out}")
+    return 0
