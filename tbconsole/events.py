@@ -209,6 +209,12 @@ class StepMetrics(Event):
     step: int
     metrics: dict[str, float]
 
+    @property
+    def evaluation_only(self) -> bool:
+        """A row of evaluation results alone (the final weights scored after the last step):
+        it reports on ``step`` updates but trains nothing."""
+        return bool(self.metrics) and all(k.startswith(("eval/", "test/")) for k in self.metrics)
+
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSaved(Event):

@@ -773,6 +773,9 @@ def _step_metrics(state: RunState, e: StepMetrics) -> None:
             trend[-1] = (e.step, v)
         else:
             trend.append((e.step, v))
+    if e.evaluation_only:
+        state.mark("metrics")
+        return
     summary = _summary(state, e.step)
     summary.ended = e.ts
     if state.last_completed is None or e.step > state.last_completed:

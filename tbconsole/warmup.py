@@ -115,30 +115,46 @@ def parse_command(renderer: Any, tokens: list[int]) -> str | None:
     return command if isinstance(command, str) else None
 
 
-async def record_prompt(work_dir: Path, variant: V.Variant, renderer: Any, tokenizer: Any,
-                        max_tokens: int = 128) -> tuple[AgentPrompt, float]:
-    """Run one real trial of ``variant`` with its solution scripted as the reply; return the
-    cut prompt and the verifier's reward (1.0 unless the task or the sandbox is broken)."""
+@dataclass
+class ScriptedTrial:
+    reward: float
+    prompts: list[list[int]]  # the prompt tokens of each model call, in order
+    events: list  # what the trial published (TrialEnded among them)
+
+
+async def scripted_trial(work_dir: Path, variant: V.Variant, command: str, renderer: Any, tokenizer: Any,
+                         max_tokens: int = 128) -> ScriptedTrial:
+    """One real trial of ``variant`` (Harbor, the local sandbox, mini-swe-agent through the
+    capture proxy) in which every model call is answered with a tool call running ``command``."""
     from tbconsole.control import RunControl
     from tbconsole.proxy.scripted import Scripted, ScriptedSampler
     from tbconsole.runner.dataset import HarborGroupBuilder
-    from tbconsole.runner.demo import demo_trial_config
+    from tbconsole.runner.demo import DEMO_STEP_LIMIT, demo_trial_config
     from tbconsole.runner.rollout import RunContext, run_group
     from tbconsole.runner.trials import load_template
 
     work_dir.mkdir(parents=True, exist_ok=True)
     trial_json = work_dir / "trial.json"
-    _write_json(trial_json, demo_trial_config(max_tokens, step_limit=1))
-    task_dir = V.write_task(variant, work_dir / "tasks")
-    sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=tool_call_reply(renderer, variant.solution)))
-    ctx = RunContext(publish=lambda event: None, control=RunControl(lambda event: None), log_path=work_dir, renderer=renderer,
-                     tokenizer=tokenizer, template=load_template(trial_json), max_tokens=max_tokens)
-    builder = HarborGroupBuilder(task_dir=task_dir, task_index=0, batch=0, group=0, group_size=1)
+    _write_json(trial_json, demo_trial_config(max_tokens, DEMO_STEP_LIMIT))
+    reply = tool_call_reply(renderer, command)
+    sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=reply))
+    events: list = []
+    ctx = RunContext(publish=events.append, control=RunControl(events.append), log_path=work_dir,
+                     renderer=renderer, tokenizer=tokenizer, template=load_template(trial_json),
+                     max_tokens=max_tokens)
+    builder = HarborGroupBuilder(task_dir=V.write_task(variant, work_dir / "tasks"), task_index=0,
+                                 batch=0, group=0, group_size=1)
     await run_group(ctx, builder, sampler)
-    if not sampler.calls:
+    return ScriptedTrial(builder.rewards[0].reward, [call.prompt for call in sampler.calls], events)
+
+
+async def record_prompt(work_dir: Path, variant: V.Variant, renderer: Any, tokenizer: Any) -> tuple[AgentPrompt, float]:
+    """Run one real trial of ``variant`` with its solution scripted as the reply; return the
+    cut prompt and the verifier's reward (1.0 unless the task or the sandbox is broken)."""
+    trial = await scripted_trial(work_dir, variant, variant.solution, renderer, tokenizer)
+    if not trial.prompts:
         raise RuntimeError("the agent made no model call")
-    prompt = AgentPrompt.from_capture(sampler.calls[0].prompt, tokenizer, variant.instruction)
-    return prompt, builder.rewards[0].reward
+    return AgentPrompt.from_capture(trial.prompts[0], tokenizer, variant.instruction), trial.reward
 
 
 # --------------------------------------------------------------------------------- data
@@ -236,7 +252,7 @@ def reply_probabilities(sampling_client: Any, prompt: AgentPrompt, renderer: Any
     for command, _solves in V.iter_commands(variant):
         reply = tool_call_reply(renderer, command)
         futures[command] = (len(reply), sampling_client.compute_logprobs(
-            tinker.ModelInput.from_ints(context + reply), prompt_logprobs_last_n=len(reply)))
+            tinker.ModelInput.from_ints(context + reply)))
     return {cmd: math.exp(sum(f.result()[-n:])) for cmd, (n, f) in futures.items()}
 
 

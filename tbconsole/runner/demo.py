@@ -30,6 +30,12 @@ HELDOUT_TASKS = "<log_path>/tasks-heldout"
 DEMO_FAMILIES = ("count-lines", "sort-unique")
 HELDOUT_VARIANTS = 4  # two per family, each scored eval_group_size times
 DEMO_STEP_LIMIT = 1  # the variants are one-command tasks: one model call per trial
+OTHER_TASKS_STEP_LIMIT = 4  # model calls per trial when the demo runs on other tasks
+# The seed's own sampling temperature. At 1.0 the policy now and then samples a very unlikely
+# token (a wrong file name, a line break inside the command); such a failed reply pushes down
+# the shared ending (` && echo COMPLETE…`, the tool-call tags) in a context where it is not yet
+# certain, and a few of those can break the format for every task.
+DEMO_TEMPERATURE = 0.8
 
 DEMO_DEFAULTS = {
     "config.model_name": "tbconsole/qwen3-tiny-agent",
@@ -77,7 +83,7 @@ def demo_trial_config(max_tokens: int, step_limit: int = DEMO_STEP_LIMIT, contex
                 "max_seq_len": context_window,
                 "skip_install": True,
                 "config": {"agent": {"step_limit": step_limit},
-                           "model": {"model_kwargs": {"temperature": 1.0}}},
+                           "model": {"model_kwargs": {"temperature": DEMO_TEMPERATURE}}},
             },
         },
         "environment": {"import_path": LOCAL_SANDBOX, "kwargs": {"host_paths": [str(venv)]}},
@@ -98,7 +104,9 @@ def materialize(parsed):
     harbor, builder = args.harbor, args.config.dataset_builder
     if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
         path = log_path / DEMO_TRIAL_FILE
-        _write_json(path, demo_trial_config(args.config.max_tokens))
+        own_tasks = builder.tasks_dir == TRAIN_TASKS
+        _write_json(path, demo_trial_config(args.config.max_tokens,
+                                            DEMO_STEP_LIMIT if own_tasks else OTHER_TASKS_STEP_LIMIT))
         harbor = chz.replace(harbor, trial_config=str(path))
     if builder.tasks_dir == TRAIN_TASKS:
         groups = (args.config.max_steps or 20) * builder.groups_per_batch

@@ -52,6 +52,9 @@ class ProgressLog:
                 calls = self.requests.get((event.step, event.group), 0)
                 self._print(f"step {event.step} group {event.group}: rewards [{rewards}]{same}, {calls} model calls"
                             + ("" if event.ok else f" — FAILED: {event.error}"))
+            case ev.StepMetrics() if event.evaluation_only:
+                self._print(f"evaluated after {event.step} updates: " + ", ".join(
+                    f"{k} {v:.4g}" for k, v in sorted(event.metrics.items())))
             case ev.StepMetrics():
                 parts = [f"{label} {event.metrics[key]:.4g}" for key, label in METRIC_LABELS if key in event.metrics]
                 self._print(f"step {event.step} trained: " + ", ".join(parts))

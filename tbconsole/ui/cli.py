@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import os
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path

@@ -22,7 +22,7 @@ from tbconsole.runner.demo import DEMO_DEFAULTS, DEMO_FAMILIES
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-STEPS = 6
+STEPS = 8
 MODEL = DEMO_DEFAULTS["config.model_name"]
 
 

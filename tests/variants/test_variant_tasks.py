@@ -24,26 +24,12 @@ def chat():
 
 
 def run_command(tmp: Path, variant: V.Variant, command: str, chat) -> tuple[float, str, int]:
-    from tbconsole.control import RunControl
     from tbconsole.events import TrialEnded
-    from tbconsole.proxy.scripted import Scripted, ScriptedSampler
-    from tbconsole.runner.dataset import HarborGroupBuilder
-    from tbconsole.runner.demo import demo_trial_config
-    from tbconsole.runner.rollout import RunContext, run_group
-    from tbconsole.runner.trials import load_template
 
     renderer, tokenizer = chat
-    trial_json = tmp / "trial.json"
-    W._write_json(trial_json, demo_trial_config(128, step_limit=1))
-    events = []
-    ctx = RunContext(publish=events.append, control=RunControl(events.append), log_path=tmp, renderer=renderer,
-                     tokenizer=tokenizer, template=load_template(trial_json), max_tokens=128)
-    sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=W.tool_call_reply(renderer, command)))
-    builder = HarborGroupBuilder(task_dir=V.write_task(variant, tmp / "tasks"), task_index=0, batch=0,
-                                 group=0, group_size=1)
-    asyncio.run(run_group(ctx, builder, sampler))
-    ended = next(e for e in events if isinstance(e, TrialEnded))
-    return builder.rewards[0].reward, ended.outcome, ended.turns
+    trial = asyncio.run(W.scripted_trial(tmp, variant, command, renderer, tokenizer))
+    ended = next(e for e in trial.events if isinstance(e, TrialEnded))
+    return trial.reward, ended.outcome, ended.turns
 
 
 @pytest.mark.parametrize("family", sorted(V.FAMILIES))
