@@ -47,8 +47,9 @@ class EventMetricsLogger(ml_log.Logger):
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         step = -1 if step is None else int(step)
-        self.publish(StepMetrics(step=step, metrics=numbers))
-        if "progress/batch" in metrics:  # the cookbook logs a step's row once it is trained
+        row = StepMetrics(step=step, metrics=numbers)
+        self.publish(row)
+        if not row.evaluation_only:  # the cookbook logs a step's row once it is trained
             self.publish(BatchEnded(step=step))
 
 

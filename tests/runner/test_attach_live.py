@@ -39,7 +39,7 @@ def test_attach_pauses_and_resumes_a_real_run(tmp_path):
     run = subprocess.Popen(
         [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}", "config.max_steps=2",
          "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-         "config.max_tokens=64"],
+         "config.max_tokens=64", "config.eval_every=0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     name = f"tbc-{uuid.uuid4().hex[:8]}"
     try:

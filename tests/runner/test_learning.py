@@ -22,7 +22,7 @@ from tbconsole.runner.demo import DEMO_DEFAULTS, DEMO_FAMILIES
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-STEPS = 8
+STEPS = 4  # short: longer runs sometimes break the policy's format (README: Learning you can watch)
 MODEL = DEMO_DEFAULTS["config.model_name"]
 
 
@@ -49,15 +49,21 @@ def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, fl
 
 
 def test_a_short_demo_run_raises_the_expected_reward_on_held_out_variants(tmp_path):
+    """The demo's defaults, shortened to STEPS steps."""
     log = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}",
-         f"config.max_steps={STEPS}", "config.eval_every=0"],
+         f"config.max_steps={STEPS}", f"config.eval_every={STEPS}"],
         capture_output=True, text=True, env=env, timeout=1500)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     rows = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
-    assert [r["progress/batch"] for r in rows] == list(range(STEPS))
+    assert [r["progress/batch"] for r in rows if "progress/batch" in r] == list(range(STEPS))
+    # Held-out tasks were scored before the first update (in step 0's row) and after the last
+    # (a row of its own), each with every trial.
+    held = [(r.get("progress/batch"), r["eval/heldout/after_updates"], r["eval/heldout/trials"])
+            for r in rows if "eval/heldout/reward" in r]
+    assert held == [(0, 0, 8), (None, STEPS, 8)]
     final = json.loads((log / "checkpoints.jsonl").read_text().splitlines()[-1])
 
     before = _solution_probabilities(log, None)
@@ -65,4 +71,4 @@ def test_a_short_demo_run_raises_the_expected_reward_on_held_out_variants(tmp_pa
     mean_before = sum(before.values()) / len(before)
     mean_after = sum(after.values()) / len(after)
     assert mean_before <= 0.4, f"the starting policy already solves the variants: {before}"
-    assert mean_after >= mean_before + 0.1, f"expected reward did not rise: {before} -> {after}"
+    assert mean_after >= mean_before + 0.05, f"expected reward did not rise: {before} -> {after}"

@@ -94,3 +94,17 @@ def test_attach_controls_a_run_in_another_process(tmux_sessions, tmp_path):
     viewer.keys("y")
     viewer.wait_for("ABORTED", timeout=30)
     assert screen
+
+
+def test_attach_screenshot_writes_the_replayed_console_as_svg(tmp_path):
+    out = tmp_path / "shots" / "run.svg"
+    proc = subprocess.run([sys.executable, "-m", "tbconsole", "attach", str(FIXTURES / "finished"),
+                           "--screenshot", str(out), "--size", "120x36"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    svg = out.read_text()
+    assert svg.startswith("<svg") and "DONE" in svg and "rewards" in svg
+    assert [p.name for p in out.parent.iterdir()] == ["run.svg"]  # no temporary file left
+    bad = subprocess.run([sys.executable, "-m", "tbconsole", "attach", str(FIXTURES / "finished"),
+                          "--screenshot", str(out), "--size", "wide"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--size" in bad.stderr and "Traceback" not in bad.stderr

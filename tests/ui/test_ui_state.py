@@ -253,3 +253,18 @@ def test_replay_marks_without_batch_events():
     state = replay.seek(replay.marks[1])
     assert state.step == 0 and state.completed_steps == 1
     assert replay.seek(len(events)).finished
+
+
+def test_an_evaluation_only_row_updates_metrics_but_completes_no_step():
+    """The runner scores the final weights after the last batch: that row reports on N updates
+    but trains nothing, so it must not count as a finished step."""
+    state = RunState()
+    reduce(state, StepMetrics(step=0, metrics={"progress/batch": 0, "env/all/reward/total": 0.25,
+                                               "eval/heldout/reward": 0.2}))
+    reduce(state, StepMetrics(step=1, metrics={"eval/heldout/reward": 0.9, "eval/heldout/trials": 8}))
+    assert state.last_completed == 0 and state.completed_steps == 1
+    assert 1 not in state.steps
+    assert state.metric(("eval/heldout/reward",))[1:] == (0.9, [0.2, 0.9])
+    assert StepMetrics(step=1, metrics={"eval/x": 1.0}).evaluation_only
+    assert not StepMetrics(step=1, metrics={"eval/x": 1.0, "loss": 2.0}).evaluation_only
+    assert not StepMetrics(step=1, metrics={}).evaluation_only
