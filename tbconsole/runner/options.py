@@ -128,6 +128,10 @@ def check(args: TrainArgs) -> None:
         raise OptionsError("harbor.max_parallel_trials_per_group must be at least 1.")
     if args.harbor.eval_group_size < 1:
         raise OptionsError("harbor.eval_group_size must be at least 1.")
+    if args.config.kl_penalty_coef > 0 and args.config.kl_reference_config is None:
+        raise OptionsError("config.kl_penalty_coef > 0 needs a reference model: set "
+                           "config.kl_reference_config.base_model (for example the same model as "
+                           "config.model_name).")
     if config.async_config is not None or config.stream_minibatch_config is not None:
         raise OptionsError("The recipe trains synchronously (on-policy): leave config.async_config "
                            "and config.stream_minibatch_config unset.")

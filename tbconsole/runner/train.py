@@ -110,6 +110,12 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     else:
         training_client = await service_client.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
 
+    kl_reference_client = None
+    if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
+        reference = config.kl_reference_config
+        made = service_client.create_sampling_client(base_model=reference.base_model,
+                                                     model_path=reference.load_checkpoint_path)
+        kl_reference_client = await made if inspect.isawaitable(made) else made
     evaluators = []
     if harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator
@@ -143,7 +149,8 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     background = [asyncio.create_task(inbox.run()), asyncio.create_task(health.monitor(base_url, publish))]
     training = asyncio.create_task(rl_train.do_sync_training(
         start_batch=start_batch, end_batch=end_batch, num_batches=end_batch, config=config,
-        training_client=training_client, kl_reference_client=None, evaluators=evaluators, dataset=dataset,
+        training_client=training_client, kl_reference_client=kl_reference_client, evaluators=evaluators,
+        dataset=dataset,
         ml_logger=ml_logger, tokenizer=tokenizer, error_counter=None, strategy=strategy,
         checkpoint_mgr=checkpoint_mgr,
     ))

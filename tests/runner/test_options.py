@@ -42,6 +42,8 @@ def test_the_seed_command_parses_with_native_names_and_defaults():
     (["config.lernrate=1"], "does not exist"),
     (["config.learning_rate=fast"], "config.learning_rate"),
     (["learning_rate"], "not KEY=VALUE"),
+    (["config.kl_penalty_coef=0.1"], "kl_reference_config.base_model"),
+    (["harbor.eval_group_size=0"], "at least 1"),
 ])
 def test_rule_violations_are_one_readable_error(extra, message):
     with pytest.raises(OptionsError, match=message):
