@@ -56,7 +56,7 @@ class AgentPrompt:
         return self.prefix + tokenizer.encode(text, add_special_tokens=False) + self.suffix
 
     def save(self, path: Path) -> None:
-        _write_json(path, asdict(self))
+        write_json(path, asdict(self))
 
     @classmethod
     def load(cls, path: Path) -> "AgentPrompt":
@@ -135,7 +135,7 @@ async def scripted_trial(work_dir: Path, variant: V.Variant, command: str, rende
 
     work_dir.mkdir(parents=True, exist_ok=True)
     trial_json = work_dir / "trial.json"
-    _write_json(trial_json, demo_trial_config(max_tokens, DEMO_STEP_LIMIT))
+    write_json(trial_json, demo_trial_config(max_tokens, DEMO_STEP_LIMIT))
     reply = tool_call_reply(renderer, command)
     sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=reply))
     events: list = []
@@ -315,7 +315,7 @@ def train(settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, devic
         "held_out": {"variants": [v.name for v in held_out], **result.rates(),
                      "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()}},
     }
-    _write_json(out_tmp / "warmup.json", report)
+    write_json(out_tmp / "warmup.json", report)
     prompt.save(out_tmp / "agent-prompt.json")
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -333,7 +333,8 @@ def _resolved(client_or_future: Any) -> Any:
     return client_or_future.result()
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON whole, then rename into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -350,6 +350,10 @@ class Qwen3LM(nn.Module):
 
     def load_base_state_dict(self, sd: dict[str, torch.Tensor]) -> None:
         self.load_state_dict(sd)
+        self.base_weights_changed()
+
+    def base_weights_changed(self) -> None:
+        """Drop the fused copies built from the old base weights."""
         self._base_layers = None
 
     # ----------------------------------------------------------------------------- pieces

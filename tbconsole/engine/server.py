@@ -80,7 +80,7 @@ def merge_adapter_into_base(model, folder: Path) -> None:
         for name, (a, b) in adapter.weights.items():
             weight = linears[name].weight
             weight += ((b @ a) * adapter.scale).to(weight.device, weight.dtype)
-    model.load_base_state_dict(model.state_dict())  # drop fused copies built from the old weights
+    model.base_weights_changed()
 
 
 def make_runner(app: web.Application) -> web.AppRunner:

@@ -20,6 +20,7 @@ import chz
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 from tbconsole.sandbox.namespace import BASE_PATH
 from tbconsole import variants
+from tbconsole.warmup import write_json
 
 EMBEDDED = "embedded"  # config.base_url placeholder: replaced by the local engine's URL
 DEMO_TRIAL_FILE = "demo-trial.json"
@@ -105,7 +106,7 @@ def materialize(parsed):
     if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
         path = log_path / DEMO_TRIAL_FILE
         own_tasks = builder.tasks_dir == TRAIN_TASKS
-        _write_json(path, demo_trial_config(args.config.max_tokens,
+        write_json(path, demo_trial_config(args.config.max_tokens,
                                             DEMO_STEP_LIMIT if own_tasks else OTHER_TASKS_STEP_LIMIT))
         harbor = chz.replace(harbor, trial_config=str(path))
     if builder.tasks_dir == TRAIN_TASKS:
@@ -123,13 +124,6 @@ def materialize(parsed):
         harbor = chz.replace(harbor, eval_tasks_dir=str(dest))
     parsed.args = chz.replace(args, harbor=harbor, config=chz.replace(args.config, dataset_builder=builder))
     return parsed
-
-
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
 
 
 @contextlib.asynccontextmanager

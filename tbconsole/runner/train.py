@@ -113,9 +113,8 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     kl_reference_client = None
     if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
         reference = config.kl_reference_config
-        made = service_client.create_sampling_client(base_model=reference.base_model,
-                                                     model_path=reference.load_checkpoint_path)
-        kl_reference_client = await made if inspect.isawaitable(made) else made
+        kl_reference_client = await _ready(service_client.create_sampling_client(
+            base_model=reference.base_model, model_path=reference.load_checkpoint_path))
     evaluators = []
     if harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator
@@ -206,12 +205,16 @@ async def _final_evaluation(evaluators, service_client, sampler_path, ml_logger,
     score the final weights too (a metrics row without progress/batch: no new training step)."""
     if sampler_path is None:
         return
-    made = service_client.create_sampling_client(model_path=sampler_path)
-    sampling_client = await made if inspect.isawaitable(made) else made
+    sampling_client = await _ready(service_client.create_sampling_client(model_path=sampler_path))
     metrics = {}
     for evaluator in evaluators:
         metrics.update(await evaluator(sampling_client))
     ml_logger.log_metrics(metrics, step=end_batch)
+
+
+async def _ready(client_or_future: Any) -> Any:
+    """The SDK hands clients back as awaitable futures in newer versions, directly in older."""
+    return await client_or_future if inspect.isawaitable(client_or_future) else client_or_future
 
 
 def _quiet_console_logging() -> None:
