@@ -205,9 +205,10 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
             trial.add_hook(TrialEvent(harbor_event), phase(name))
         try:
             result = await trial.run()
-        except asyncio.CancelledError:
+        finally:
+            # Also after a normal return: Harbor swallows a cancel that lands while it stops
+            # the sandbox and returns, with the stop still running in a shielded task.
             await _sandbox_gone(trial)
-            raise
 
     exc = result.exception_info
     rewards = result.verifier_result.rewards if result.verifier_result else None
@@ -228,8 +229,8 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
 
 
 async def _sandbox_gone(trial, timeout: float = 60) -> None:
-    """A cancelled trial's sandbox is stopped by Harbor in the background: wait for it, so a
-    group that raised leaves no sandbox behind when it returns."""
+    """Harbor may finish stopping a trial's sandbox in the background (after a cancel): wait for
+    it, so a group that raised leaves no sandbox behind when it returns."""
     waiter = getattr(getattr(trial, "agent_environment", None), "wait_stopped", None)
     if waiter is not None:
         try:

@@ -59,6 +59,7 @@ class LocalSandbox(BaseEnvironment):
         self._sandbox: NamespaceSandbox | None = None
         self._stopped = asyncio.Event()
         self._stopped.set()
+        self._stopping: asyncio.Future | None = None
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -135,11 +136,19 @@ class LocalSandbox(BaseEnvironment):
 
     async def stop(self, delete: bool) -> None:
         # Always removes everything: a stopped sandbox has no processes, mounts or files left.
+        # Concurrent calls (a failed start, then Harbor's cleanup) share one stop, so nobody
+        # sees "stopped" while another call is still removing the folder.
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop_sandbox())
+        await asyncio.shield(self._stopping)
+
+    async def _stop_sandbox(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
         try:
             if sandbox is not None:
                 await sandbox.stop()
         finally:
+            self._stopping = None
             self._stopped.set()
 
     async def wait_stopped(self) -> None:

@@ -27,7 +27,7 @@ def sandbox_root():
     base.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(dir=base))
     yield path
-    assert not any(path.iterdir()), "sandbox folders left behind"
+    assert not any(path.iterdir()), f"sandbox folders left behind: {list(path.iterdir())}"
     path.rmdir()
 
 
