@@ -37,6 +37,10 @@ OTHER_TASKS_STEP_LIMIT = 4  # model calls per trial when the demo runs on other 
 # the shared ending (` && echo COMPLETE…`, the tool-call tags) in a context where it is not yet
 # certain, and a few of those can break the format for every task.
 DEMO_TEMPERATURE = 0.8
+# A KL penalty against the starting policy is the other half of that guard: without it some
+# 20-step runs lost the tool-call format for good (README, "Learning you can watch").
+DEMO_KL_PENALTY = 0.05
+RUN_MODEL = "<model_name>"  # placeholder: the KL reference is the run's own starting model
 
 DEMO_DEFAULTS = {
     "config.model_name": "tbconsole/qwen3-tiny-agent",
@@ -50,6 +54,8 @@ DEMO_DEFAULTS = {
     "config.save_every": 10,
     "config.eval_every": 20,
     "config.num_groups_to_log": 0,
+    "config.kl_penalty_coef": DEMO_KL_PENALTY,
+    "config.kl_reference_config.base_model": RUN_MODEL,
     "config.dataset_builder.tasks_dir": TRAIN_TASKS,
     "config.dataset_builder.groups_per_batch": 2,
     "config.dataset_builder.group_size": 4,
@@ -77,6 +83,9 @@ def demo_trial_config(max_tokens: int, step_limit: int = DEMO_STEP_LIMIT, contex
                 "OPENAI_BASE_URL": "{proxy_url}/v1",
                 "OPENAI_API_KEY": "{proxy_api_key}",
                 "MSWEA_COST_TRACKING": "ignore_errors",
+                # The sandbox has no network: without this litellm retries its cost-map download
+                # for ~8 s in every trial before the agent's first call.
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                 "PATH": f"{venv / 'bin'}:{BASE_PATH}",
             },
             "kwargs": {
@@ -101,6 +110,10 @@ def materialize(parsed):
     if args.config.base_url == EMBEDDED and args.config.model_name.split(":", 1)[0] not in MODELS:
         raise OptionsError(f"config.model_name={args.config.model_name!r} is not a local model: with "
                            f"config.base_url={EMBEDDED} use one of {', '.join(MODELS)}")
+    reference = args.config.kl_reference_config
+    if reference is not None and reference.base_model == RUN_MODEL:
+        args = chz.replace(args, config=chz.replace(
+            args.config, kl_reference_config=chz.replace(reference, base_model=args.config.model_name)))
     log_path = Path(args.config.log_path)
     harbor, builder = args.harbor, args.config.dataset_builder
     if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
