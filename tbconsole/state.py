@@ -86,6 +86,7 @@ METRIC_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # Rows shown only once a run reports them.
 OPTIONAL_METRIC_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("KL ref", ("kl_policy_base",)),  # drift from the reference model (config.kl_penalty_coef > 0)
     ("held-out", ("eval/heldout/reward",)),  # reward on held-out tasks (harbor.eval_tasks_dir)
 )
 

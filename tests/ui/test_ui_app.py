@@ -311,3 +311,26 @@ async def test_replay_moves_through_steps(finished_events):
         assert app.state.step == 0
         await pilot.press("right_square_bracket", "right_square_bracket")
         assert app.state.finished and app.state.step == 2
+
+
+async def test_sampler_and_kl_reference_rows(finished_events):
+    """Without a named sampler the gateway panel says which weights the batch samples; the
+    KL-to-reference row appears only in runs that report it."""
+    import dataclasses
+
+    from tbconsole.events import GatewayHealth, StepMetrics
+
+    unnamed = [dataclasses.replace(e, sampler_path=None) if isinstance(e, GatewayHealth) else e
+               for e in finished_events]
+    last = max(e.step for e in unnamed if isinstance(e, StepMetrics))
+    with_kl = [dataclasses.replace(e, metrics={**e.metrics, "kl_policy_base": 0.0123})
+               if isinstance(e, StepMetrics) else e for e in unnamed]
+    for events, kl_row in ((unnamed, False), (with_kl, True)):
+        app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause(0.1)
+            gateway = rendered(app.screen.query_one("#gateway"))
+            metrics = rendered(app.screen.query_one("#metrics"))
+            assert f"weights after {last} updates" in gateway and app.state.step == last  # the last batch
+            assert ("KL ref" in metrics) is kl_row
+            assert ("0.0123" in metrics) is kl_row

@@ -40,10 +40,17 @@ class GatewayPanel(Panel):
         add_row("latency", lat)
         add_row("url", Text(one_line(g.base_url or state.base_url or "–", 120)))
         add_row("model", Text(one_line(state.model_name or "–", 120)))
-        add_row("sampler", Text(one_line(g.sampler_path or "initial weights", 160)))
+        add_row("sampler", Text(one_line(g.sampler_path or _unnamed_sampler(state), 160)))
         if g.last_error:
             err = Text(one_line(g.last_error, 200), style=p.error)
             if g.last_error_ts is not None:
                 err.append(f" ({format_duration(now - g.last_error_ts)} ago)", style=p.muted)
             add_row("error", err)
         return Group(*lines)
+
+
+def _unnamed_sampler(state: RunState) -> str:
+    # The recipe samples each batch from weights saved without a name; what they hold is
+    # known from the step: batch N samples the weights after N updates.
+    updates = state.step or 0
+    return f"weights after {updates} update{'s' if updates != 1 else ''}" if updates else "initial weights"
