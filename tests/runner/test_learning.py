@@ -22,7 +22,7 @@ from tbconsole.runner.demo import DEMO_DEFAULTS, DEMO_FAMILIES
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-STEPS = 4  # short: longer runs sometimes break the policy's format (README: Learning you can watch)
+STEPS = 4  # short keeps `make test` quick: the exact-probability measure has no sampling noise
 MODEL = DEMO_DEFAULTS["config.model_name"]
 
 
