@@ -140,6 +140,33 @@ async def test_sandbox_start_failure_raises_and_cancels_the_group(tmp_path, sand
     assert not any(e.scored for e in ended(seen))
 
 
+SLOW_STOP_ENV = '''
+import asyncio
+
+from tbconsole.sandbox.environment import LocalSandbox
+
+class SlowStopSandbox(LocalSandbox):
+    """Test-only: slow sandbox removal. Trial t0 raises (no reward) after its 1 s stop, while
+    t1 is 1 s into its 3 s stop: the group's cancel lands there, and Harbor swallows it."""
+    async def _stop_sandbox(self):
+        await asyncio.sleep(3 if ".s0g0t1" in self.session_id else 1)
+        await super()._stop_sandbox()
+'''
+
+
+async def test_a_group_that_raised_leaves_no_sandbox_even_when_one_is_still_stopping(
+        tmp_path, sandbox_root, monkeypatch):
+    (tmp_path / "slow_stop_env.py").write_text(SLOW_STOP_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = make_task(tmp_path, "bad", solve="true\n", test="true  # writes no reward\n")
+    ctx, _ = context(tmp_path, sandbox_root, environment={"import_path": "slow_stop_env:SlowStopSandbox",
+                                                        "kwargs": {"root": str(sandbox_root)}})
+    with pytest.raises(TrialFailed) as failure:
+        await run_group(ctx, group(task), sampling_client=None)
+    assert failure.value.exception_type == "RewardFileNotFoundError"
+    assert not any(sandbox_root.iterdir()), "run_group returned before t1's sandbox was gone"
+
+
 async def test_headless_decision_stops_and_console_can_retry(tmp_path, sandbox_root):
     task = make_task(tmp_path, "flaky", solve="true\n", test="true\n")  # no reward → raises
     ctx, seen = context(tmp_path, sandbox_root)
