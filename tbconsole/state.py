@@ -83,12 +83,12 @@ METRIC_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lr", ("optim/lr",)),
     ("tokens", ("env/all/total_ac_tokens", "env/all/ac_tokens_per_turn")),
     ("step time", ("time/total", "time/step", "time/train")),
-)
-# Rows shown only once a run reports them.
-OPTIONAL_METRIC_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("KL ref", ("kl_policy_base",)),  # drift from the reference model (config.kl_penalty_coef > 0)
     ("held-out", ("eval/heldout/reward",)),  # reward on held-out tasks (harbor.eval_tasks_dir)
 )
+# Rows shown only once a run reports them. The cookbook's RL loop does not log forward_backward's
+# loss, so on it an always-empty "loss" row would only take space.
+OPTIONAL_METRIC_ROWS = frozenset({"loss", "KL ref", "held-out"})
 
 
 def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:

@@ -315,7 +315,7 @@ async def test_replay_moves_through_steps(finished_events):
 
 async def test_sampler_and_kl_reference_rows(finished_events):
     """Without a named sampler the gateway panel says which weights the batch samples; the
-    KL-to-reference row appears only in runs that report it."""
+    KL-to-reference and loss rows appear only in runs that report them."""
     import dataclasses
 
     from tbconsole.events import GatewayHealth, StepMetrics
@@ -325,7 +325,9 @@ async def test_sampler_and_kl_reference_rows(finished_events):
     last = max(e.step for e in unnamed if isinstance(e, StepMetrics))
     with_kl = [dataclasses.replace(e, metrics={**e.metrics, "kl_policy_base": 0.0123})
                if isinstance(e, StepMetrics) else e for e in unnamed]
-    for events, kl_row in ((unnamed, False), (with_kl, True)):
+    no_loss = [dataclasses.replace(e, metrics={k: v for k, v in e.metrics.items() if not k.startswith("loss")})
+               if isinstance(e, StepMetrics) else e for e in with_kl]
+    for events, kl_row in ((unnamed, False), (with_kl, True), (no_loss, True)):
         app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
         async with app.run_test(size=(120, 36)) as pilot:
             await pilot.pause(0.1)
@@ -334,3 +336,4 @@ async def test_sampler_and_kl_reference_rows(finished_events):
             assert f"weights after {last} updates" in gateway and app.state.step == last  # the last batch
             assert ("KL ref" in metrics) is kl_row
             assert ("0.0123" in metrics) is kl_row
+            assert ("loss" in metrics) is (events is not no_loss)  # the cookbook's RL loop logs none

@@ -18,9 +18,9 @@ class MetricsPanel(Panel):
         width = max(20, self.content_size.width or 50)
         spark_w = max(4, width - 22)
         lines = []
-        for label, keys in METRIC_ROWS + OPTIONAL_METRIC_ROWS:
+        for label, keys in METRIC_ROWS:
             key, value, trend = state.metric(keys)
-            if key is None and (label, keys) in OPTIONAL_METRIC_ROWS:
+            if key is None and label in OPTIONAL_METRIC_ROWS:
                 continue
             lines.append(columns([Text(label, style=p.muted), format_value(value),
                                   Text(sparkline(trend, spark_w), style=p.line)], [10, 9, spark_w], {1}))
