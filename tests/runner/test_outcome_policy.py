@@ -110,6 +110,14 @@ async def test_bad_rewards_raise_instead_of_scoring(tmp_path, sandbox_root, test
     assert all(not e.scored for e in ended(seen))
 
 
+def injected_environment(tmp_path, monkeypatch, sandbox_root, source: str, cls: str) -> dict:
+    """trial.json's environment for a test-only LocalSandbox subclass defined in ``source``."""
+    module = f"injected_{cls.lower()}"
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return {"import_path": f"{module}:{cls}", "kwargs": {"root": str(sandbox_root)}}
+
+
 FLAKY_ENV = '''
 import asyncio
 
@@ -126,11 +134,9 @@ class FlakySandbox(LocalSandbox):
 
 
 async def test_sandbox_start_failure_raises_and_cancels_the_group(tmp_path, sandbox_root, monkeypatch):
-    (tmp_path / "faults_env.py").write_text(FLAKY_ENV)
-    monkeypatch.syspath_prepend(str(tmp_path))
     task = make_task(tmp_path, "long", solve="sleep 7461\n", test="echo 1 > /logs/verifier/reward.txt\n")
-    ctx, seen = context(tmp_path, sandbox_root, environment={"import_path": "faults_env:FlakySandbox",
-                                                            "kwargs": {"root": str(sandbox_root)}})
+    environment = injected_environment(tmp_path, monkeypatch, sandbox_root, FLAKY_ENV, "FlakySandbox")
+    ctx, seen = context(tmp_path, sandbox_root, environment=environment)
     with pytest.raises(TrialFailed) as failure:
         await asyncio.wait_for(run_group(ctx, group(task, size=3), sampling_client=None), 120)
     assert failure.value.trial.endswith("t1")
@@ -156,11 +162,9 @@ class SlowStopSandbox(LocalSandbox):
 
 async def test_a_group_that_raised_leaves_no_sandbox_even_when_one_is_still_stopping(
         tmp_path, sandbox_root, monkeypatch):
-    (tmp_path / "slow_stop_env.py").write_text(SLOW_STOP_ENV)
-    monkeypatch.syspath_prepend(str(tmp_path))
     task = make_task(tmp_path, "bad", solve="true\n", test="true  # writes no reward\n")
-    ctx, _ = context(tmp_path, sandbox_root, environment={"import_path": "slow_stop_env:SlowStopSandbox",
-                                                        "kwargs": {"root": str(sandbox_root)}})
+    environment = injected_environment(tmp_path, monkeypatch, sandbox_root, SLOW_STOP_ENV, "SlowStopSandbox")
+    ctx, _ = context(tmp_path, sandbox_root, environment=environment)
     with pytest.raises(TrialFailed) as failure:
         await run_group(ctx, group(task), sampling_client=None)
     assert failure.value.exception_type == "RewardFileNotFoundError"
