@@ -33,6 +33,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def sandbox_root() -> Path:
+    """A sandbox root of the test's own (not under /tmp, which a sandbox hides), checked empty
+    at the end: every sandbox the test started must be gone."""
+    import tempfile
+
+    base = Path("/var/tmp/tbconsole-test-sandboxes")
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(dir=base))
+    yield path
+    assert not any(path.iterdir()), f"sandbox folders left behind: {list(path.iterdir())}"
+    path.rmdir()
+
+
+@pytest.fixture
 def tb2_sample() -> Path:
     path = SHARED / "tb2-sample"
     if not path.is_dir():

@@ -14,3 +14,18 @@ def pids_with(marker: str) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+def sandbox_cgroups_of(owner_pid: int) -> list[Path]:
+    """Sandbox cgroups (any hierarchy) whose owner is ``owner_pid`` (names carry their owner)."""
+    import os
+
+    from tbconsole.sandbox import limits
+
+    found = []
+    for mount in limits._cgroup_mounts():
+        for dirpath, dirnames, _ in os.walk(mount):
+            for name in dirnames:
+                if name.startswith(limits.PREFIX) and f".{owner_pid}." in name:
+                    found.append(Path(dirpath) / name)
+    return found

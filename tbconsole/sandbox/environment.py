@@ -104,12 +104,13 @@ class LocalSandbox(BaseEnvironment):
             root=Path(self._options.root) if self._options.root else DEFAULT_ROOT,
             host_paths=tuple(self._options.host_paths),
         )
-        self._sandbox = NamespaceSandbox(spec)
+        # A local, not self._sandbox: a stop() from elsewhere may take that one at any await.
+        sandbox = self._sandbox = NamespaceSandbox(spec)
         self._stopped.clear()
         try:
-            await self._sandbox.start()
-            if self._sandbox.limits_note:
-                self.logger.warning(f"{self.session_id}: {self._sandbox.limits_note}")
+            await sandbox.start()
+            if sandbox.limits_note:
+                self.logger.warning(f"{self.session_id}: {sandbox.limits_note}")
             paths = EnvironmentPaths()
             await self.ensure_dirs([paths.agent_dir, paths.verifier_dir, paths.artifacts_dir])
             await self._run_setup_script()

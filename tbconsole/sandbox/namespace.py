@@ -25,6 +25,7 @@ import shlex
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,12 @@ DEFAULT_ROOT = Path(os.environ.get("TBCONSOLE_SANDBOX_ROOT", "/var/tmp/tbconsole
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color"}
 OUTPUT_GRACE_SEC = 0.5
+# A SIGKILLed process is gone in milliseconds; one that is not after this (stuck in the kernel)
+# is left to the kernel rather than blocking stop() forever.
+KILL_WAIT_SEC = 5
+# A folder with no owner.json yet is being created by another start (or its runner crashed
+# in that instant): only remove it once it is this old.
+OWNERLESS_GRACE_SEC = 60
 REQUIRED_TOOLS = ("unshare", "nsenter", "setpriv", "chroot", "mount", "tar")
 
 OutputSink = Callable[[str, str], Awaitable[None]]
@@ -145,17 +152,38 @@ def kill_tree(pid: int) -> None:
         _kill(target)
 
 
+def _kill_child(pid: int, exited: asyncio.Future) -> None:
+    """SIGKILL a child we spawned in a session of its own, with all it started. Its process
+    group is killed in one go, so a fork in progress cannot slip through (a process-by-process
+    kill misses a child forked meanwhile, e.g. the namespace's PID 1 while unshare starts);
+    the tree walk gets those that left the group. Nothing once it is reaped: its pid may be
+    someone else's by then."""
+    if exited.done():
+        return
+    tree = [pid, *_descendants(pid)]  # before the kill: orphans are no longer found below pid
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for target in tree:
+        _kill(target)
+
+
 def clean_leftovers(root: Path = DEFAULT_ROOT) -> list[str]:
-    """Remove sandboxes whose owning runner is gone (crashed or killed). Returns their names."""
+    """Remove sandboxes whose owning runner is gone (crashed or killed), and every cgroup of a
+    sandbox whose runner is gone, wherever it is. Returns the names of the folders removed.
+    Blocking (processes, files, cgroups): call it from a thread in async code."""
     removed: list[str] = []
-    if not root.is_dir():
-        return removed
-    for folder in sorted(root.iterdir()):
-        owner_file = folder / "owner.json"
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
         try:
-            owner = json.loads(owner_file.read_text())
+            owner = json.loads((folder / "owner.json").read_text())
         except (OSError, ValueError):
             owner = None
+            try:
+                if time.time() - folder.stat().st_mtime < OWNERLESS_GRACE_SEC:
+                    continue  # being made right now
+            except OSError:
+                continue
         if owner and _process_alive(owner["runner_pid"], owner.get("runner_start")):
             continue
         if owner and owner.get("holder_pid") and _process_alive(
@@ -163,8 +191,8 @@ def clean_leftovers(root: Path = DEFAULT_ROOT) -> list[str]:
         ):
             kill_tree(owner["holder_pid"])
         shutil.rmtree(folder, ignore_errors=True)
-        limits.discard(folder.name)
         removed.append(folder.name)
+    limits.clean_stale()
     return removed
 
 
@@ -215,37 +243,54 @@ exec setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@"
 
 
 class NamespaceSandbox:
-    """One sandbox. ``start`` → many ``exec`` / transfers → ``stop`` (idempotent)."""
+    """One sandbox. ``start`` → many ``exec`` / transfers → ``stop`` (idempotent).
+
+    ``stop`` may come at any time, from any task, even while ``start`` is still running, and
+    any of them may be cancelled: whatever was made is taken down within bounded time.
+    """
 
     def __init__(self, spec: SandboxSpec):
         self.spec = spec
         self.id = f"{_safe(spec.name)[:60]}-{uuid.uuid4().hex[:8]}"
         self.folder = spec.root / self.id
-        self._holder: asyncio.subprocess.Process | None = None
+        self._holder: tuple[asyncio.SubprocessTransport, _ExecProtocol] | None = None
         self.init_pid: int | None = None
         self.limits_note: str | None = None
         self._cgroup: limits.CgroupLimits | None = None
+        self._stop_requested = False
+        self._teardown: asyncio.Future | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self._stop_requested:
+            raise SandboxError(f"Sandbox {self.id} was stopped; make a new one.")
         preflight(self.spec.root)
-        clean_leftovers(self.spec.root)
-        merged, upper, work = (self.folder / n for n in ("merged", "upper", "work"))
-        for path in (merged, upper, work):
-            path.mkdir(parents=True)
+        await asyncio.to_thread(clean_leftovers, self.spec.root)
+        if self._stop_requested:
+            raise SandboxError(f"Sandbox {self.id} was stopped while it started.")
         try:
+            self.folder.mkdir(parents=True)
+            self._write_owner()  # at once: a folder without one may be taken for a crash's
+            merged, upper, work = (self.folder / n for n in ("merged", "upper", "work"))
+            for path in (merged, upper, work):
+                path.mkdir()
             await self._start_holder(merged, upper, work)
-        except BaseException:  # failed or cancelled half-way: take down what was made
-            await asyncio.shield(self.stop())
+            if self._stop_requested:  # stop() ran meanwhile, maybe before the holder existed
+                raise SandboxError(f"Sandbox {self.id} was stopped while it started.")
+        except BaseException as exc:  # failed or cancelled half-way: take down what was made
+            await asyncio.shield(self._take_down())
+            if self._stop_requested and isinstance(exc, Exception):  # whatever broke, that's why
+                raise SandboxError(f"Sandbox {self.id} was stopped while it started.") from exc
             raise
 
     async def _start_holder(self, merged: Path, upper: Path, work: Path) -> None:
-        self._write_owner()
         self._cgroup, self.limits_note = limits.create(
             self.id, memory_mb=self.spec.memory_mb, cpus=self.spec.cpus
         )
-        unshare = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc",
+        # --kill-child: the namespace's PID 1 dies with unshare at any time, also while it is
+        # still setting up (before it execs into the init that carries its own death signal).
+        unshare = ["unshare", "--fork", "--kill-child", "--pid", "--mount", "--uts", "--ipc",
                    "--propagation", "private"]
         if self.spec.isolate_network:
             unshare.append("--net")
@@ -254,47 +299,67 @@ class NamespaceSandbox:
             "holder", str(merged), str(upper), str(work), self.spec.workdir,
             str(self.spec.root), *[str(Path(p).resolve()) for p in self.spec.host_paths],
         ]
-        env = {**BASE_ENV, "INIT_SCRIPT": _INIT_SCRIPT}
-        self._holder = await asyncio.create_subprocess_exec(
-            *self._in_cgroup(argv), env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+        # TBCONSOLE_SANDBOX marks every process of the holder chain (the init included).
+        env = {**BASE_ENV, "INIT_SCRIPT": _INIT_SCRIPT, "TBCONSOLE_SANDBOX": str(self.folder)}
+        loop = asyncio.get_running_loop()
+        self._holder = transport, protocol = await _spawn(
+            loop, lambda: _ExecProtocol(loop, None), self._in_cgroup(argv), env=env,
+            stdin=asyncio.subprocess.DEVNULL,
         )
-        try:
-            line = await asyncio.wait_for(self._holder.stdout.readline(), timeout=30)
-        except TimeoutError:
-            line = b""
+        self._write_owner()
+        await asyncio.wait([protocol.first_line], timeout=30)
+        line = b"".join(protocol.out).split(b"\n", 1)[0]
         if line.strip() != b"ready":
-            err = b""
-            if self._holder.returncode is not None or line == b"":
-                err = await self._holder.stderr.read()
+            if protocol.exited.done():  # let the last of its stderr arrive
+                await asyncio.wait([protocol.closed], timeout=1)
+            err = b"".join(protocol.err)
             raise SandboxUnavailable(
                 "The local sandbox could not be set up: "
                 f"{err.decode(errors='replace').strip() or 'no answer from the holder'}. "
                 "It needs root with overlayfs and mount namespaces (in a container: "
                 "--privileged or CAP_SYS_ADMIN)."
             )
-        self.init_pid = await self._find_init_pid()
-        self._write_owner()
+        self.init_pid = await self._find_init_pid(transport.get_pid(), protocol)
 
     async def stop(self) -> None:
+        """Kill everything inside and remove the folder and cgroups; bounded in time. Calls
+        made meanwhile (and a start failing meanwhile) share the work; a cancelled stop still
+        finishes in the background."""
+        self._stop_requested = True
+        await asyncio.shield(self._take_down())
+
+    def _take_down(self) -> asyncio.Future:
+        # Each call takes down what exists *now*, after any teardown already running: a start
+        # in progress may have made something since that one looked.
+        previous = self._teardown
+
+        async def take_down() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            await self._release()
+
+        self._teardown = asyncio.ensure_future(take_down())
+        return self._teardown
+
+    async def _release(self) -> None:
         holder, self._holder = self._holder, None
+        init_pid, self.init_pid = self.init_pid, None  # exec refuses from here on
         if holder is not None:
-            # Killing the namespace's PID 1 kills everything inside; `unshare` (its parent)
-            # then reaps it and exits, so no zombie is left for anyone else to collect.
-            if self.init_pid is not None:
-                _kill(self.init_pid)
-            else:  # stopped while starting: no namespace PID known yet
-                kill_tree(holder.pid)
-            try:
-                await asyncio.wait_for(holder.wait(), timeout=10)
-            except TimeoutError:
-                kill_tree(holder.pid)
-                await holder.wait()
-        self.init_pid = None
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
+            transport, protocol = holder
+            if init_pid is not None:
+                # Killing the namespace's PID 1 kills everything inside; `unshare` (its parent)
+                # then reaps it and exits, so no zombie is left for anyone else to collect.
+                _kill(init_pid)
+                await asyncio.wait([protocol.exited], timeout=1)
+            # Still starting (no PID 1 known yet), or it did not go: the whole holder chain.
+            _kill_child(transport.get_pid(), protocol.exited)
+            await asyncio.wait([protocol.exited], timeout=KILL_WAIT_SEC)
+            # Never transport.close() before the exit is known: asyncio would reap the process
+            # itself (Popen.poll) behind its child watcher's back.
+            _close_when_exited(transport, protocol)
+        cgroup, self._cgroup = self._cgroup, None
+        if cgroup is not None:  # also kills what is still inside (e.g. an exec's nsenter)
+            await asyncio.to_thread(cgroup.remove)
         # The upper layer may hold files the sandbox made read-only; rmtree copes as root.
         await asyncio.to_thread(shutil.rmtree, self.folder, True)
 
@@ -374,11 +439,9 @@ class NamespaceSandbox:
 
     async def _run(self, argv, env, timeout_sec, stdin, on_output) -> ExecOutcome:
         loop = asyncio.get_running_loop()
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _ExecProtocol(loop, on_output), *self._in_cgroup(argv), env=env,
+        transport, protocol = await _spawn(
+            loop, lambda: _ExecProtocol(loop, on_output), self._in_cgroup(argv), env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
         )
         pid = transport.get_pid()
         try:
@@ -390,41 +453,78 @@ class NamespaceSandbox:
                 await asyncio.shield(protocol.exited)  # shielded: we still await it after a kill
             # A background job started by the command may hold its output open forever:
             # the command is over when its process exits, plus a moment for the last bytes.
-            try:
-                await asyncio.wait_for(asyncio.shield(protocol.closed), OUTPUT_GRACE_SEC)
-            except TimeoutError:
-                pass
+            await asyncio.wait([protocol.closed], timeout=OUTPUT_GRACE_SEC)
             await protocol.flush()
         except TimeoutError:
-            kill_tree(pid)
-            await protocol.exited
+            _kill_child(pid, protocol.exited)
+            await asyncio.wait([protocol.exited], timeout=KILL_WAIT_SEC)
             raise TimeoutError(f"Command timed out after {timeout_sec} seconds") from None
         except BaseException:
-            kill_tree(pid)
+            _kill_child(pid, protocol.exited)
             raise
         finally:
-            transport.close()
+            _close_when_exited(transport, protocol)
         return ExecOutcome(b"".join(protocol.out), b"".join(protocol.err), transport.get_returncode())
 
-    async def _find_init_pid(self) -> int:
-        assert self._holder is not None
+    async def _find_init_pid(self, holder_pid: int, protocol: _ExecProtocol) -> int:
         for _ in range(100):
-            children = _descendants(self._holder.pid)
+            if protocol.exited.done() or self._stop_requested:
+                break
+            children = _descendants(holder_pid)
             if children:
                 return children[0]
             await asyncio.sleep(0.01)
         raise SandboxError("The sandbox holder started but its namespace process was not found.")
 
     def _write_owner(self) -> None:
+        holder_pid = self._holder[0].get_pid() if self._holder else None
         owner = {
             "runner_pid": os.getpid(), "runner_start": _start_time(os.getpid()),
-            "holder_pid": self._holder.pid if self._holder else None,
-            "holder_start": _start_time(self._holder.pid) if self._holder else None,
+            "holder_pid": holder_pid,
+            "holder_start": _start_time(holder_pid) if holder_pid else None,
             "name": self.spec.name,
         }
         tmp = self.folder / "owner.json.tmp"
         tmp.write_text(json.dumps(owner))
         tmp.replace(self.folder / "owner.json")
+
+
+async def _spawn(loop, protocol_factory, argv, **kwargs):
+    """loop.subprocess_exec in a session of its own, which a cancel cannot cut half-way.
+
+    asyncio's own cleanup of a cancelled spawn SIGKILLs only the direct child, reaps it behind
+    its child watcher's back (Popen.poll: "exit status already read" warnings) and then waits
+    for its pipes to close, which a surviving grandchild (a namespace's PID 1) holds open
+    forever: the cancelled task hangs. Here the spawn runs to its end (milliseconds), then the
+    process and all it started are killed and collected by their normal path.
+    """
+    spawn = asyncio.ensure_future(loop.subprocess_exec(
+        protocol_factory, *argv, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, **kwargs,
+    ))
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        spawn.add_done_callback(_kill_spawned)
+        raise
+
+
+def _kill_spawned(spawn: asyncio.Future) -> None:
+    if spawn.cancelled() or spawn.exception() is not None:
+        return
+    transport, protocol = spawn.result()
+    _kill_child(transport.get_pid(), protocol.exited)
+    _close_when_exited(transport, protocol)
+
+
+def _close_when_exited(transport: asyncio.SubprocessTransport, protocol: _ExecProtocol) -> None:
+    """Close a subprocess transport once its exit is known, not before: closing earlier makes
+    asyncio reap the child itself (Popen.poll), and its child watcher then reports 255 with an
+    "exit status already read" warning."""
+    if protocol.exited.done():
+        transport.close()
+    else:
+        protocol.exited.add_done_callback(lambda _: transport.close())
 
 
 def _safe(name: str) -> str:
@@ -440,6 +540,8 @@ class _ExecProtocol(asyncio.SubprocessProtocol):
         self.err: list[bytes] = []
         self.exited: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
+        # Done at the first end of line on stdout, or once the process or its pipes end.
+        self.first_line: asyncio.Future[None] = loop.create_future()
         self._sink = sink
         self._forwarding: asyncio.Task | None = None
         self._pending: list[tuple[str, str]] = []
@@ -447,6 +549,8 @@ class _ExecProtocol(asyncio.SubprocessProtocol):
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         (self.out if fd == 1 else self.err).append(data)
+        if fd == 1 and b"\n" in data:
+            _resolve(self.first_line)
         if self._sink is not None:
             self._pending.append((data.decode(errors="replace"), "stdout" if fd == 1 else "stderr"))
             if self._forwarding is None or self._forwarding.done():
@@ -463,12 +567,17 @@ class _ExecProtocol(asyncio.SubprocessProtocol):
             await self._forwarding
 
     def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
+        _resolve(self.exited)
+        _resolve(self.first_line)
 
     def connection_lost(self, exc) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
+        _resolve(self.closed)
+        _resolve(self.first_line)
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _tar_create(parent: str, names: list[str]) -> bytes:
