@@ -3,9 +3,9 @@ cookbook's RL loop train against (LoRA on a small Qwen3-architecture model).
 
 Modules: `config` (model shapes/presets), `registry` (model names, tokenizer, cookbook
 registration), `model` (torch model, LoRA, KV cache), `losses`, `trainer` (training runs),
-`sampler` (batched decode loop), `checkpoints` (tinker:// storage), `futures` (long-poll
-promises), `wire` (protobuf/JSON formats), `server` (aiohttp app), `embedded` (in-process
-start/stop), `cli` (`tbconsole engine`).
+`sampler` (batched decode loop), `checkpoints` (tinker:// storage), `journal` (live state
+that survives a restart), `futures` (long-poll promises), `wire` (protobuf/JSON formats),
+`server` (aiohttp app), `embedded` (in-process start/stop), `cli` (`tbconsole engine`).
 
 Importing this package is cheap (no torch); the heavy parts load on first use.
 """

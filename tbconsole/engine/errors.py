@@ -27,6 +27,13 @@ class Conflict(EngineError):
     status = 400
 
 
+class Gone(EngineError):
+    """A promise the engine no longer has (it restarted): the SDK re-sends the original request.
+    Only for requests that are safe to run again (sampling)."""
+
+    status = 410
+
+
 class TooLarge(EngineError):
     """Refused by a token budget: cheaper to refuse than to run out of memory."""
 

@@ -3,16 +3,22 @@
 Lives on the server's event loop; work finishing on other threads reports back with
 `loop.call_soon_threadsafe`. A finished result is kept for a while after it was first read,
 since a client may re-poll after a dropped connection.
+
+Futures live in memory only. A request id is `<process prefix>-<kind>-<n>`, so after a restart
+`lost_kind` can tell a promise of an earlier engine process (and what it was for) from a bogus id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+_RID = re.compile(r"^([0-9a-f]{8})-([a-z_]+)-[0-9]+$")
 
 
 @dataclass
@@ -44,9 +50,17 @@ class FutureStore:
         n = next(self._counter)
         if n % 256 == 0:
             self._gc()
-        rid = f"{self._prefix}-{n}"
+        rid = f"{self._prefix}-{kind}-{n}"
         self._entries[rid] = Entry(kind, model_id)
         return rid
+
+    def lost_kind(self, rid: str) -> str | None:
+        """The kind of request `rid` was, if an earlier engine process made it (so it was lost
+        when that process ended); None for ids of this process or not of this engine's form."""
+        m = _RID.match(rid or "")
+        if m is None or m.group(1) == self._prefix:
+            return None
+        return m.group(2)
 
     def resolve(self, rid: str, outcome: Outcome) -> None:
         entry = self._entries.get(rid)

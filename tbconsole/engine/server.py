@@ -9,6 +9,12 @@ sends can take the model down: failures inside a job fail only that job's future
 
 Not in Tinker's API: `GET /api/v1/status` (counters for the console). Status codes avoid
 408/409/429/5xx for refusals, since the SDK retries those for minutes.
+
+Restarts: sessions, training runs (after each optim_step) and sampler sessions are journaled
+under `<data dir>/live/` (`journal.py`) and come back on the first request that names them, so
+an engine killed and restarted on the same data dir and port serves the SDK clients it had.
+Futures are not journaled: polling one from before the restart gets 410 for a sample (the SDK
+then sends the sample again) and 404 saying it was lost for anything else.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from tinker import types
 
 from tbconsole.engine import wire
 from tbconsole.engine.checkpoints import CheckpointRef, CheckpointStore, check_name
-from tbconsole.engine.errors import BadRequest, Conflict, EngineError, NotFound, TooLarge
+from tbconsole.engine.errors import BadRequest, Conflict, EngineError, Gone, NotFound, TooLarge
 from tbconsole.engine.futures import FutureStore, Outcome
+from tbconsole.engine.journal import Journal
 from tbconsole.engine.model import LoraAdapter, Weights, build_model
 from tbconsole.engine.registry import DEFAULT_MODEL, get_local_model, load_tokenizer
 from tbconsole.engine.sampler import Sampler, SampleJob, SampleParams
@@ -110,6 +117,10 @@ class SamplerSession:
     adapter: LoraAdapter | None
     key: Any
     snapshot_of: str | None = None  # training run, for in-memory snapshots
+    # False: known from the journal of an earlier engine process (`restore` is its record there),
+    # weights not loaded yet.
+    loaded: bool = True
+    restore: dict[str, Any] | None = None
 
 
 # Sampler sessions hold adapter weights in memory: an RL loop makes one per step, so old ones
@@ -154,6 +165,7 @@ class Engine:
         self.tokenizer = load_tokenizer()
         self.eos_ids = frozenset({self.tokenizer.eos_token_id})
         self.store = CheckpointStore(Path(settings.data_dir).expanduser())
+        self.journal = Journal(Path(settings.data_dir).expanduser() / "live")
         self.futures = FutureStore()
         self.trainer = Trainer(
             self.model, self.cfg, self.device,
@@ -172,6 +184,16 @@ class Engine:
         self._path_adapters: OrderedDict[str, LoraAdapter] = OrderedDict()  # loaded checkpoints
         self.started = time.time()
         self._lock = threading.Lock()  # guards runs/sampler_sessions across threads
+        self._restore_lock = threading.Lock()  # one restore from the journal at a time
+        self._wake_lock: asyncio.Lock | None = None  # sampler restores (on the server's loop)
+        self.journal.prune()
+        for info in self.journal.samplers():  # oldest first, so eviction order carries over
+            self._add_sampler_session(self._dormant_sampler(info))
+        runs = self.journal.run_count()
+        if runs or self.sampler_sessions:
+            log.info("journal %s: %d training runs and %d sampling sessions of an earlier engine "
+                     "process come back when a client uses them", self.journal.root, runs,
+                     len(self.sampler_sessions))  # fmt: skip
 
     def _add_sampler_session(self, sess: SamplerSession) -> None:
         """Register a sampler session, evicting the oldest ones beyond the caps."""
@@ -189,21 +211,111 @@ class Engine:
                 del self.sampler_sessions[old.id]
                 self._evicted_sessions.add(old.id)
         for old in evict:
+            self.journal.drop_sampler(old.id)
             if not any(s.key == old.key for s in self.sampler_sessions.values()):
                 self.sampler.forget_weights(old.key)
 
-    def _sampler_session(self, sid: str) -> SamplerSession:
+    async def _sampler_session(self, sid: str) -> SamplerSession:
         with self._lock:
             sess = self.sampler_sessions.get(sid)
             if sess is not None:
                 self.sampler_sessions.move_to_end(sid)
-                return sess
+        if sess is not None:
+            return sess if sess.loaded else await self._wake_sampler(sid)
         if sid in self._evicted_sessions:
             raise NotFound(
                 f"sampling session {sid!r} was dropped to free memory (only the newest "
                 f"{MAX_SNAPSHOTS_PER_RUN} snapshots per training run are kept); create a new one"
             )
         raise NotFound(f"unknown sampling session {sid!r}")
+
+    # ------------------------------------------------------------------ restore after a restart
+    @staticmethod
+    def _dormant_sampler(info: dict[str, Any]) -> SamplerSession:
+        key: Any = {"snapshot": ("snapshot", info["id"]), "path": ("path", info.get("model_path")),
+                    "base": ("base",)}.get(info.get("kind"), ("base",))  # fmt: skip
+        return SamplerSession(info["id"], info.get("base_model", ""), info.get("model_path"), None,
+                              key, info.get("snapshot_of"), loaded=False, restore=info)  # fmt: skip
+
+    async def _wake_sampler(self, sid: str) -> SamplerSession:
+        """Load the weights of a sampler session recorded by an earlier engine process."""
+        if self._wake_lock is None:
+            self._wake_lock = asyncio.Lock()
+        async with self._wake_lock:
+            with self._lock:
+                dormant = self.sampler_sessions.get(sid)
+            if dormant is None:
+                raise NotFound(f"unknown sampling session {sid!r}")
+            if dormant.loaded:
+                return dormant
+            self._check_base_model(dormant.base_model)
+            kind = dormant.key[0]
+            if kind == "path":
+                sess = await self._sampler_session_for(sid, dormant.model_path, None)
+            elif kind == "snapshot":
+                info = dormant.restore or {}
+                try:
+                    sd = await asyncio.to_thread(self.journal.load_sampler_adapter, sid)
+                except Exception as e:
+                    raise NotFound(f"sampling session {sid!r}: its journaled snapshot is unreadable "
+                                   f"({type(e).__name__}: {e})") from None  # fmt: skip
+                if sd is None:
+                    raise NotFound(f"sampling session {sid!r}: its snapshot is gone from the journal")
+                adapter = LoraAdapter.from_state_dict(sd, rank=int(info["rank"]), alpha=float(info["alpha"]),
+                                                      device=self.device)  # fmt: skip
+                sess = SamplerSession(sid, self.model_name, None, adapter, dormant.key, dormant.snapshot_of)
+            else:
+                sess = SamplerSession(sid, self.model_name, None, None, ("base",))
+            with self._lock:
+                if sid in self.sampler_sessions:  # keeps its place in the LRU order
+                    self.sampler_sessions[sid] = sess
+            log.info("restored sampling session %s from the journal", sid)
+            return sess
+
+    def _restore_run(self, model_id: str) -> TrainingRun | None:
+        """The training run as of its last journaled state (worker thread), or None."""
+        with self._restore_lock:
+            run = self.runs.get(model_id)
+            if run is not None:
+                return run
+            try:
+                rec = self.journal.load_run(model_id)
+            except Exception as e:  # never a fresh adapter in place of a state that is unreadable
+                log.exception("journal of %s is unreadable", model_id)
+                raise NotFound(f"training run {model_id!r} cannot be restored: its journal is "
+                               f"unreadable ({type(e).__name__}: {e})") from None  # fmt: skip
+            if rec is None:
+                return None
+            meta = rec.meta
+            self._check_base_model(meta.get("base_model"))
+            lora = LoraSettings.from_dict(meta["lora"])
+            run = TrainingRun(model_id, self.model_name, lora, self.trainer.new_adapter(lora),
+                              dict(meta.get("user_metadata") or {}),
+                              created=float(meta.get("created", time.time())))  # fmt: skip
+            if rec.state is not None:
+                loaded = LoraAdapter.from_state_dict(rec.state["adapter"], rank=lora.rank,
+                                                     alpha=lora.alpha, device=self.device)  # fmt: skip
+                with torch.no_grad():
+                    for name, (a, b) in run.adapter.weights.items():
+                        a.copy_(loaded.weights[name][0])
+                        b.copy_(loaded.weights[name][1])
+                self.trainer.load_optimizer_state(run, rec.state)
+            run.lost_grads = rec.lost_grads
+            self.runs[model_id] = run
+            log.info("restored training run %s at step %d from the journal%s", model_id, run.steps,
+                     " (gradients accumulated before the restart were lost)" if run.lost_grads else "")
+            return run
+
+    def _journal_state(self, run: TrainingRun) -> None:
+        """Record the run's state (training thread) before the request that changed it resolves:
+        a client that saw the result finds it after a restart. If that fails, the journal's
+        older state must not come back silently, so the run is dropped from it."""
+        try:
+            optimizer = run.optimizer.state_dict() if run.optimizer is not None else None
+            self.journal.save_state(run.model_id, run.adapter.state_dict(), optimizer, run.steps)
+        except Exception:
+            log.exception("could not journal %s; it will not survive an engine restart", run.model_id)
+            self.journal.drop_run(run.model_id)
 
     def close(self) -> None:
         self.sampler.close()
@@ -220,6 +332,7 @@ class Engine:
             "training_runs": len(self.runs),
             "samplers": len(self.sampler_sessions),
             "pending_futures": self.futures.pending(),
+            "journal": dict(self.journal.stats),
             "sampler": {
                 "requests": s.requests, "sampled_tokens": s.sampled_tokens,
                 "prefill_tokens": s.prefill_tokens, "prefix_hit_tokens": s.prefix_hit_tokens,
@@ -311,8 +424,10 @@ class Engine:
         self.train_pool.submit(self._finish(asyncio.get_running_loop(), rid, with_threads))
         return web.json_response({"request_id": rid, "model_id": model_id})
 
-    def _run(self, model_id: str) -> TrainingRun:
+    async def _run(self, model_id: str) -> TrainingRun:
         run = self.runs.get(model_id)
+        if run is None and self.journal.has_run(model_id):
+            run = await asyncio.to_thread(self._restore_run, model_id)
         if run is None:
             raise NotFound(f"unknown model_id {model_id!r} (create it with create_model)")
         run.touch()
@@ -338,20 +453,37 @@ class Engine:
 
     async def create_session(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.CreateSessionRequest, await self._json(request))
-        sid = f"tbc-{secrets.token_hex(6)}"
-        self.sessions[sid] = Session(sid, user_metadata=dict(body.user_metadata or {}))
+        sid = f"tbc-{secrets.token_hex(6)}"  # journal.SESSION_ID
+        meta = dict(body.user_metadata or {})
+        self.journal.add_session(sid, meta)
+        self.sessions[sid] = Session(sid, user_metadata=meta)
         return web.json_response({"type": "create_session", "session_id": sid})
+
+    def _session(self, session_id: Any) -> Session | None:
+        """A live session; one of an earlier engine process on this data dir comes back."""
+        sess = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if sess is None and isinstance(session_id, str):
+            rec = self.journal.load_session(session_id)
+            if rec is not None:
+                sess = self.sessions.setdefault(
+                    session_id, Session(session_id, created=float(rec.get("created", time.time())),
+                                        user_metadata=dict(rec.get("user_metadata") or {})))  # fmt: skip
+                log.info("restored session %s from the journal", session_id)
+        return sess
 
     async def session_heartbeat(self, request: web.Request) -> web.Response:
         body = await self._json(request)
-        sess = self.sessions.get(body.get("session_id") if isinstance(body, dict) else None)
+        sess = self._session(body.get("session_id") if isinstance(body, dict) else None)
         if sess is None:
             raise NotFound("unknown session")
         sess.last_heartbeat = time.time()
+        self.journal.touch_session(sess.id)
         return web.json_response({"type": "session_heartbeat"})
 
     async def finish_session(self, request: web.Request) -> web.Response:
-        self.sessions.pop(request.match_info["session_id"], None)
+        sid = request.match_info["session_id"]
+        self.sessions.pop(sid, None)
+        self.journal.finish_session(sid)
         return web.json_response(None)
 
     async def telemetry(self, request: web.Request) -> web.Response:
@@ -385,8 +517,11 @@ class Engine:
             )
 
     def _check_session(self, session_id: str) -> None:
-        if session_id not in self.sessions:
+        if self._session(session_id) is None:
             raise NotFound(f"unknown session {session_id!r}")
+
+    def _model_exists(self, model_id: str) -> bool:
+        return model_id in self.runs or self.journal.has_run(model_id)
 
     # ------------------------------------------------------------------ training
     async def create_model(self, request: web.Request) -> web.Response:
@@ -400,7 +535,7 @@ class Engine:
         lc = body.lora_config
         lora = LoraSettings(lc.rank, lc.train_attn, lc.train_mlp, lc.train_unembed, lc.seed)
         model_id = f"{body.session_id}:train:{body.model_seq_id}"
-        if model_id in self.runs:
+        if self._model_exists(model_id):
             raise Conflict(f"model {model_id} already exists")
         adapter = self.trainer.new_adapter(lora)  # validates rank/targets now (400 on bad input)
         run = TrainingRun(model_id, self.model_name, lora, adapter, dict(body.user_metadata or {}))
@@ -408,13 +543,14 @@ class Engine:
 
         def job():
             self.store.save_run(model_id, run.info())
+            self.journal.create_run(model_id, {"model_id": model_id, **run.info()})
             return {"model_id": model_id, "type": "create_model"}
 
         return self._train_job("create_model", model_id, job)
 
     async def get_info(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.GetInfoRequest, await self._json(request))
-        run = self._run(body.model_id)
+        run = await self._run(body.model_id)
         return web.json_response(
             {
                 "type": "get_info",
@@ -434,26 +570,40 @@ class Engine:
     async def forward_backward(self, request: web.Request) -> web.Response:
         body = await request.read()
         req = wire.decode_forward_backward(body, request.headers.get("Content-Encoding"))
-        run = self._run(req.model_id)
+        run = await self._run(req.model_id)
         self.trainer.validate(req.data, req.loss_fn, req.loss_fn_config)
 
         def job() -> bytes:
+            first = not run.pending_grad
             outputs, metrics = self.trainer.forward_backward(
                 run, req.data, req.loss_fn, req.loss_fn_config, req.forward_only
             )
+            if first and run.pending_grad:  # a restart now would lose gradients: say so then
+                self.journal.mark_grads(run.model_id)
             return wire.encode_forward_backward_output(outputs, metrics)
 
         return self._train_job("forward" if req.forward_only else "forward_backward", run.model_id, job)
 
     async def optim_step(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.OptimStepRequest, await self._json(request))
-        run = self._run(body.model_id)
+        run = await self._run(body.model_id)
         params = body.optim_params
         if not isinstance(params, types.AdamParams):
             raise BadRequest("only AdamParams are supported")
 
         def job():
-            return {"metrics": self.trainer.optim_step(run, params)}
+            if run.lost_grads:
+                run.lost_grads = False
+                self.trainer.zero_grad(run)
+                raise BadRequest(
+                    f"the engine restarted after forward_backward calls on {run.model_id} whose "
+                    f"gradients no optim_step had applied; those gradients were lost. The model is "
+                    f"as after its last completed optim_step (step {run.steps}): redo this step's "
+                    f"forward_backward calls, then optim_step"
+                )
+            metrics = self.trainer.optim_step(run, params)
+            self._journal_state(run)
+            return {"metrics": metrics}
 
         return self._train_job("optim_step", run.model_id, job)
 
@@ -470,7 +620,7 @@ class Engine:
 
     async def save_weights(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.SaveWeightsRequest, await self._json(request))
-        run = self._run(body.model_id)
+        run = await self._run(body.model_id)
         name = check_name(body.path or f"state-{run.steps:06d}-{secrets.token_hex(3)}")
         ref = CheckpointRef(run.model_id, "weights", name)
         if not body.overwrite and self.store.exists(ref):
@@ -499,7 +649,7 @@ class Engine:
 
     async def save_weights_for_sampler(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.SaveWeightsForSamplerRequest, await self._json(request))
-        run = self._run(body.model_id)
+        run = await self._run(body.model_id)
         session_id = run.model_id.split(":train:", 1)[0]
         if body.path is not None:
             ref = CheckpointRef(run.model_id, "sampler_weights", check_name(body.path))
@@ -510,9 +660,12 @@ class Engine:
             if body.path is not None:
                 self._save_adapter(run, ref, body, optimizer=None, overwrite=True)
                 return {"path": ref.tinker_path, "type": "save_weights_for_sampler"}
-            # Ephemeral snapshot (save_weights_and_get_sampling_client): memory only.
+            # Ephemeral snapshot (save_weights_and_get_sampling_client): memory, and the journal.
             sid = f"{session_id}:sample:{body.sampling_session_seq_id}"
             snap = run.adapter.snapshot()
+            info = {"kind": "snapshot", "base_model": run.base_model, "snapshot_of": run.model_id,
+                    "rank": snap.rank, "alpha": snap.alpha}  # fmt: skip
+            self.journal.save_sampler(sid, info, snap.state_dict())
             self._add_sampler_session(
                 SamplerSession(sid, run.base_model, None, snap, ("snapshot", sid), run.model_id)
             )
@@ -536,8 +689,10 @@ class Engine:
                 b.copy_(loaded.weights[name][1])
         self.trainer.zero_grad(run)
         run.optimizer = None
+        run.lost_grads = False
         if opt is not None:
             self.trainer.load_optimizer_state(run, opt)
+        self._journal_state(run)
 
     async def load_weights(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.LoadWeightsRequest, await self._json(request))
@@ -551,7 +706,7 @@ class Engine:
             if body.model_seq_id is None:
                 raise BadRequest("model_seq_id is required with session_id")
             model_id = f"{body.session_id}:train:{body.model_seq_id}"
-            if model_id in self.runs:
+            if self._model_exists(model_id):
                 raise Conflict(f"model {model_id} already exists")
             if not self.store.exists(ref):
                 raise NotFound(f"checkpoint {body.path} not found")
@@ -564,6 +719,8 @@ class Engine:
                 run = TrainingRun(model_id, self.model_name, lora, self.trainer.new_adapter(lora),
                                   user_metadata)  # fmt: skip
                 self._load_into(run, ref, body.optimizer)
+                self.journal.create_run(model_id, {"model_id": model_id, **run.info()})
+                self._journal_state(run)
                 self.runs[model_id] = run
                 self.store.save_run(model_id, run.info())
                 return {"path": body.path, "model_id": model_id, "type": "load_weights"}
@@ -572,7 +729,7 @@ class Engine:
 
         if body.model_id is None:
             raise BadRequest("load_weights needs model_id or session_id")
-        run = self._run(body.model_id)
+        run = await self._run(body.model_id)
         if not self.store.exists(ref):
             raise NotFound(f"checkpoint {body.path} not found")
 
@@ -585,10 +742,12 @@ class Engine:
     async def unload_model(self, request: web.Request) -> web.Response:
         body = await self._json(request)
         model_id = body.get("model_id") if isinstance(body, dict) else None
-        run = self._run(str(model_id))
+        run = await self._run(str(model_id))
 
         def job():
-            self.runs.pop(run.model_id, None)
+            with self._restore_lock:
+                self.journal.drop_run(run.model_id)
+                self.runs.pop(run.model_id, None)
             return {"model_id": run.model_id, "type": "unload_model"}
 
         return self._train_job("unload_model", run.model_id, job)
@@ -599,6 +758,9 @@ class Engine:
         self._check_session(body.session_id)
         sid = f"{body.session_id}:sample:{body.sampling_session_seq_id}"
         sess = await self._sampler_session_for(sid, body.model_path, body.base_model)
+        kind = "path" if sess.model_path else "base"
+        self.journal.save_sampler(sid, {"kind": kind, "base_model": self.model_name,
+                                        "model_path": sess.model_path}, None)  # fmt: skip
         self._add_sampler_session(sess)
         return web.json_response({"type": "create_sampling_session", "sampling_session_id": sid})
 
@@ -674,7 +836,7 @@ class Engine:
     async def asample(self, request: web.Request) -> web.Response:
         body = wire.parse_json_model(types.SampleRequest, await self._json(request))
         if body.sampling_session_id is not None:
-            sess = self._sampler_session(body.sampling_session_id)
+            sess = await self._sampler_session(body.sampling_session_id)
         else:
             sess = await self._sampler_session_for("adhoc", body.model_path, body.base_model)
         unsupported = [
@@ -737,6 +899,16 @@ class Engine:
         try:
             outcome = await self.futures.wait(body.request_id, self.settings.long_poll_s)
         except KeyError:
+            lost = self.futures.lost_kind(body.request_id)
+            if lost == "sample":  # safe to run again: the SDK re-sends it on a 410
+                raise Gone(f"request {body.request_id!r} was lost when the engine restarted") from None
+            if lost is not None:
+                raise NotFound(
+                    f"{lost} request {body.request_id!r} was lost: the engine restarted before it "
+                    f"finished or before its result was read. Training runs are as after their last "
+                    f"completed optim_step; send the request again (for a training step, its "
+                    f"forward_backward calls and then optim_step)"
+                ) from None
             raise NotFound(f"unknown request_id {body.request_id!r}") from None
         if outcome is None:
             return web.json_response(
@@ -823,7 +995,7 @@ class Engine:
         )
 
     async def get_sampler(self, request: web.Request) -> web.Response:
-        sess = self._sampler_session(request.match_info["sampler_id"])
+        sess = await self._sampler_session(request.match_info["sampler_id"])
         return web.json_response(
             {"sampler_id": sess.id, "base_model": sess.base_model, "model_path": sess.model_path}
         )

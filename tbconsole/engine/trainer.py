@@ -63,6 +63,9 @@ class TrainingRun:
     optimizer: torch.optim.AdamW | None = None
     steps: int = 0
     pending_grad: bool = False
+    # Restored after a restart that lost gradients forward_backward had accumulated: the next
+    # optim_step is refused (it would apply an incomplete gradient).
+    lost_grads: bool = False
 
     def touch(self) -> None:
         self.last_request = time.time()
