@@ -3,15 +3,25 @@
 Accepted and used: ``model``, ``system`` (string or text blocks), ``messages`` (user/assistant;
 string content or blocks: ``text``, ``thinking``, ``tool_use``, ``tool_result``), ``tools``
 (custom tools: ``name``/``description``/``input_schema``; server tools, which have a ``type``
-other than ``custom``, are ignored), ``max_tokens`` (optional here: the proxy has a default),
-``temperature``, ``top_p``, ``top_k``, ``stop_sequences``, ``stream``. Accepted and ignored:
-``metadata``, ``tool_choice``, ``thinking``, ``service_tier``, ``container``, ``mcp_servers``,
-``cache_control`` on blocks, ``redacted_thinking`` blocks, ``citations`` and any unknown field.
-Images and documents are refused (400): the policy is text-only.
+other than ``custom``, are ignored), ``tool_choice`` (see below), ``max_tokens`` (optional here:
+the proxy has a default), ``temperature``, ``top_p``, ``top_k``, ``stop_sequences``, ``stream``.
+Accepted and ignored: ``metadata``, ``thinking``, ``service_tier``, ``container``,
+``mcp_servers``, ``cache_control`` on blocks, ``redacted_thinking`` blocks, ``citations`` and any
+unknown field. Images and documents are refused (400): the policy is text-only.
 
 A user turn's ``tool_result`` blocks become the renderer's ``tool`` messages (in order), and its
-remaining text a ``user`` message after them. An assistant turn's ``thinking`` blocks become
-thinking parts and its ``tool_use`` blocks tool calls.
+remaining text a ``user`` message after them. A ``tool_result`` with ``is_error: true`` reaches
+the model as its text prefixed with ``"Error: "`` (the renderers have no error flag of their own).
+An assistant turn's ``thinking`` blocks become thinking parts and its ``tool_use`` blocks tool
+calls.
+
+``tool_choice``: ``{"type": "auto"}`` (the default; ``disable_parallel_tool_use`` is accepted and
+ignored) offers the tools; ``{"type": "none"}`` renders without them (a call the model writes
+anyway comes back as text); ``{"type": "any"}`` and ``{"type": "tool", "name": …}`` are refused
+(400): the policy samples freely and cannot be made to call a tool.
+
+A reply that stopped on one of the client's ``stop_sequences`` has ``stop_reason:
+"stop_sequence"``, ``stop_sequence`` set to the matched string, and its text cut before it.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from tbconsole.proxy.chat import (
     ConversionCache,
     expect_dict,
     expect_list,
+    forced_tool_choice,
+    json_bytes,
     make_tool_call,
     max_tokens_field,
     opt_bool,
@@ -57,10 +69,9 @@ def _tool_result_text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
     texts = []
-    for j, block in enumerate(expect_list(content, f"{where}.content")):
+    for j, block in enumerate(_blocks(content, where)):
         bwhere = f"{where}.content[{j}]"
-        block = expect_dict(block, bwhere)
-        kind = block.get("type")
+        kind = block["type"]
         if kind == "text":
             texts.append(_block_text(block, bwhere))
         elif kind in REFUSED_BLOCKS:
@@ -97,6 +108,8 @@ def _user_messages(content: Any, where: str) -> list[Message]:
             is_error = block.get("is_error")
             if is_error is not None and not isinstance(is_error, bool):
                 raise bad_request(f"'{bwhere}.is_error' must be a boolean", bwhere)
+            if is_error:
+                text = f"Error: {text}" if text else "Error"
             message = Message(role="tool", content=text)
             if tool_use_id is not None:
                 message["tool_call_id"] = tool_use_id
@@ -168,10 +181,17 @@ def _convert(raw: Any, i: int) -> list[Message]:
         return _user_messages(raw.get("content"), where)
     if role == "assistant":
         return [_assistant_message(raw.get("content"), where)]
-    raise bad_request(f"'{where}.role' must be 'user' or 'assistant'", where)
+    if role == "system":
+        # Not in Anthropic's published schema, but Claude Code sends its environment notes this
+        # way under a model name it does not know; the renderer keeps it as a system turn in place.
+        return [Message(role="system", content=_system(raw.get("content")) or "")]
+    raise bad_request(f"'{where}.role' must be 'user', 'assistant' or 'system'", where)
 
 
-def parse_messages(body: Any, renderer: Renderer, cache: ConversionCache | None = None) -> tuple[dict, list[Message]]:
+def parse_messages(body: Any, renderer: Renderer, cache: ConversionCache | None = None, *,
+                   count_only: bool = False) -> tuple[dict, list[Message]]:
+    """``(body, messages)``; ``count_only`` (count_tokens): a forcing ``tool_choice`` is not
+    refused, the tools are counted as offered."""
     body = expect_dict(body, "body")
     raw_messages = expect_list(body.get("messages"), "messages")
     if not raw_messages:
@@ -197,7 +217,31 @@ def parse_messages(body: Any, renderer: Renderer, cache: ConversionCache | None 
             if tool.get("type") not in (None, "custom"):
                 continue  # a server tool (web search, bash_2025…): not callable through a template
             tools.append(tool_spec(tool.get("name"), tool.get("description"), tool.get("input_schema"), f"tools[{j}]"))
+    if tool_choice(body.get("tool_choice"), counting=count_only) == "none":
+        tools = []
     return body, with_tools(renderer, messages, tools, cache)
+
+
+def tool_choice(value: Any, *, counting: bool = False) -> str:
+    """``auto`` or ``none`` for an Anthropic ``tool_choice``; forcing a call is refused (counted
+    as ``auto`` when ``counting``)."""
+    if value is None:
+        return "auto"
+    kind = expect_dict(value, "tool_choice").get("type")
+    if not isinstance(kind, str):
+        raise bad_request("'tool_choice.type' must be a string", "tool_choice")
+    if kind in ("auto", "none"):
+        disable = value.get("disable_parallel_tool_use")
+        if disable is not None and not isinstance(disable, bool):
+            raise bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice")
+        return kind
+    if kind in ("any", "tool") and counting:
+        return "auto"
+    if kind == "any":
+        raise forced_tool_choice("tool_choice", "{'type': 'any'}")
+    if kind == "tool":
+        raise forced_tool_choice("tool_choice", f"forcing the tool {str(value.get('name'))[:60]!r}")
+    raise bad_request("'tool_choice.type' must be one of 'auto', 'any', 'tool' or 'none'", "tool_choice")
 
 
 def parse_request(body: Any, renderer: Renderer, cache: ConversionCache | None = None) -> ChatRequest:
@@ -212,12 +256,17 @@ def parse_request(body: Any, renderer: Renderer, cache: ConversionCache | None =
         top_k=top_k_field(body),
         stop=stop_field(body.get("stop_sequences"), "stop_sequences"),
         stream=opt_bool(body, "stream"),
+        tool_choice=tool_choice(body.get("tool_choice")),
     )
 
 
 # -- responses -----------------------------------------------------------------------------------
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def _stop_reason(reply: ChatReply) -> str:
+    return "stop_sequence" if reply.stop_sequence is not None else STOP_REASONS[reply.finish]
 
 
 def _content(reply: ChatReply) -> list[dict[str, Any]]:
@@ -243,14 +292,14 @@ def message(reply: ChatReply, model: str, message_id: str) -> dict[str, Any]:
         "role": "assistant",
         "model": model,
         "content": _content(reply),
-        "stop_reason": STOP_REASONS[reply.finish],
-        "stop_sequence": None,
+        "stop_reason": _stop_reason(reply),
+        "stop_sequence": reply.stop_sequence,
         "usage": _usage(reply.prompt_tokens, reply.output_tokens),
     }
 
 
 def event(kind: str, body: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+    return b"event: " + kind.encode() + b"\ndata: " + json_bytes(body) + b"\n\n"
 
 
 def stream_start(model: str, message_id: str, prompt_tokens: int) -> bytes:
@@ -279,7 +328,8 @@ def stream_events(reply: ChatReply) -> list[bytes]:
             out.append(event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
         out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
     out.append(event("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": STOP_REASONS[reply.finish], "stop_sequence": None},
+                                       "delta": {"stop_reason": _stop_reason(reply),
+                                                 "stop_sequence": reply.stop_sequence},
                                        "usage": {"output_tokens": reply.output_tokens}}))
     out.append(event("message_stop", {"type": "message_stop"}))
     return out

@@ -11,6 +11,9 @@ Layout: ``<capture_dir>/<trial_id>.jsonl``, one line per turn, in order. A line:
 ``prompt_tail`` the rest (turn 0 shares nothing): an agent's prompts mostly repeat each other,
 and writing each in full would make a trial's capture grow with the square of its length.
 
+One attempt per file: the writer creates its file exclusively (``O_EXCL``) and refuses one that
+already exists, so a capture file never holds two attempts' turns.
+
 Durability: each line is built in memory and handed to the kernel in one ``write`` on an
 ``O_APPEND`` descriptor before the proxy parses the turn or answers the agent, so a killed or
 crashed process loses at most the turn in flight. The file is ``fsync``'d when the trial's
@@ -51,7 +54,7 @@ class CapturedTurn:
     output_tokens: list[int]
     logprobs: list[float]
     stop_reason: str  # stop | length
-    api: str  # openai | anthropic
+    api: str  # openai | anthropic | responses
     started_at: float  # unix seconds when the request arrived
     sample_ms: float
     max_tokens: int
@@ -94,14 +97,17 @@ class CaptureWriter:
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            created = not self.path.exists()
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
-            if created:
-                dir_fd = os.open(self.path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
+            try:  # a new file, never an earlier attempt's: one attempt per capture file
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+                                   | getattr(os, "O_CLOEXEC", 0), 0o644)
+            except FileExistsError:
+                raise CaptureError(f"{self.path} already exists (an earlier attempt's turns); "
+                                   "captures are never appended to another attempt's file") from None
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
         return self._fd
 
     def append(self, turn: CapturedTurn, known_shared: int | None = None) -> int:

@@ -1,8 +1,21 @@
-"""What both APIs translate to and from: a validated chat request in the cookbook's message
+"""What the APIs translate to and from: a validated chat request in the cookbook's message
 types, and the assistant reply parsed back from sampled tokens.
 
 Validation helpers here raise ``ProxyError(400)`` with a message naming the field, so every
 client mistake is a 4xx in the API's own shape, never a 500.
+
+Rules shared by every API:
+
+* ``tool_choice``: "auto" (the default) offers the declared tools; "none" renders the
+  conversation *without* tool declarations (the model is not offered them) and returns any call
+  the model writes anyway as text, one JSON object ``{"name", "arguments"}`` a line, so a client
+  that ruled tools out never receives a call; forcing a call ("required", Anthropic's "any", a
+  named tool) is refused with a 400 (``forced_tool_choice``): the policy samples freely and the
+  proxy will not bend its tokens. OpenAI's ``allowed_tools`` with mode "auto" offers the listed
+  subset of the tools.
+* Client stop strings: a sample that stopped on one of them is answered with the text cut
+  before the first occurrence of the matched string (as the APIs do; the captured tokens keep
+  it), and ``ChatReply.stop_sequence`` names it (Anthropic's ``stop_reason: "stop_sequence"``).
 """
 
 from __future__ import annotations
@@ -20,7 +33,7 @@ try:
 except ImportError:  # pragma: no cover
     orjson = None
 
-from tbconsole.proxy.errors import bad_request
+from tbconsole.proxy.errors import ProxyError, bad_request
 
 MAX_STOP_SEQUENCES = 16
 
@@ -29,7 +42,7 @@ MAX_STOP_SEQUENCES = 16
 class ChatRequest:
     """One model call, already in the renderer's terms."""
 
-    api: str  # openai | anthropic
+    api: str  # openai | anthropic | responses
     model: str
     messages: list[Message]
     max_tokens: int | None = None
@@ -40,6 +53,8 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False  # OpenAI stream_options.include_usage
+    tool_choice: str = "auto"  # auto | none (forcing a call is refused while parsing)
+    extra: dict[str, Any] = field(default_factory=dict)  # API-specific values the answer echoes
 
 
 @dataclass
@@ -67,6 +82,7 @@ class ChatReply:
     finish: str  # stop | length | tool_calls
     prompt_tokens: int
     output_tokens: int
+    stop_sequence: str | None = None  # the client's stop string the sample stopped on
 
 
 # -- validation helpers ------------------------------------------------------------------------
@@ -210,6 +226,51 @@ def make_tool_call(call_id: Any, name: Any, arguments: Any, where: str) -> ToolC
     return ToolCall(id=call_id, function=ToolCall.FunctionBody(name=name, arguments=arguments))
 
 
+def forced_tool_choice(param: str, what: str) -> ProxyError:
+    """The refusal for a ``tool_choice`` that would force a call."""
+    return bad_request(f"'{param}' {what} is not supported by this proxy: the policy samples freely, so it "
+                       "cannot be made to call a tool; send 'auto' (or 'none' to offer no tools)", param)
+
+
+def tool_choice_kind(value: Any, tools: list[ToolSpec]) -> tuple[str, list[ToolSpec]] | str:
+    """What both OpenAI APIs share of ``tool_choice``: ``(choice, tools to offer)`` for "auto"
+    and "none", a 400 for "required" (the policy samples freely) or a non-object, else the
+    object's ``type`` for the caller's own shapes."""
+    if value is None or value == "auto":
+        return "auto", tools
+    if value == "none":
+        return "none", []
+    if value == "required":
+        raise forced_tool_choice("tool_choice", "'required'")
+    if not isinstance(value, dict):
+        raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or an object", "tool_choice")
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        raise bad_request("'tool_choice.type' must be a string", "tool_choice")
+    return kind
+
+
+def allowed_tools(tools: list[ToolSpec], names: Any, param: str) -> list[ToolSpec]:
+    """``tools`` restricted to ``names`` (a list of tool names, each declared)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise bad_request(f"'{param}' must list the allowed tools by name", param)
+    declared = {t["name"] for t in tools}
+    unknown = [n for n in names if n not in declared]
+    if unknown:
+        raise bad_request(f"'{param}' names tools that are not declared: {unknown[:5]}", param)
+    keep = set(names)
+    return [t for t in tools if t["name"] in keep]
+
+
+def json_bytes(value: Any) -> bytes:
+    """JSON as UTF-8 text, for SSE events. A lone surrogate echoed from the request (valid in
+    JSON, not encodable as UTF-8), e.g. in ``model``, is written as its ``\\u`` escape instead."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
+
+
 def _fingerprint(raw: Any) -> bytes:
     """A raw JSON message as canonical-enough bytes: equal bytes, equal message."""
     if orjson is not None:
@@ -272,6 +333,9 @@ def with_tools(renderer: Renderer, messages: list[Message], tools: list[ToolSpec
             prefix = list(renderer.create_conversation_prefix_with_tools(tools, system))
         except NotImplementedError as exc:
             raise bad_request("this model's renderer does not support tools", "tools") from exc
+        except Exception as exc:  # noqa: BLE001 - a schema the renderer's template cannot write
+            raise bad_request(f"the tool declarations cannot be rendered: {type(exc).__name__}: {str(exc)[:200]}",
+                              "tools") from None
         if cache is not None:
             cache.prefix_key, cache.prefix = key, prefix
     return prefix + list(rest)
@@ -291,13 +355,15 @@ def _end_token(renderer: Renderer) -> int | None:
 
 
 def parse_reply(renderer: Renderer, tokens: list[int], stop_reason: str, prompt_tokens: int,
-                tool_id_prefix: str) -> ChatReply:
+                tool_id_prefix: str, *, stops: list[str] | tuple = (), tools_offered: bool = True) -> ChatReply:
     """Sampled tokens → reply, with the renderer's own parser.
 
     A turn that did not end on the renderer's end-of-message token (a length stop, or a
     request stop string) is parsed as if it had, so the client still gets thinking, text and any
-    complete tool calls split out; ``finish`` says ``length`` for a length stop. Raises whatever
-    the renderer raises when the tokens cannot be parsed at all."""
+    complete tool calls split out; ``finish`` says ``length`` for a length stop. ``stops``: the
+    client's stop strings; a sample that stopped on one is cut before it (``stop_sequence``
+    names it). ``tools_offered=False`` (``tool_choice`` "none"): calls come back as text. Raises
+    whatever the renderer raises when the tokens cannot be parsed at all."""
     end = _end_token(renderer)
     parse_tokens = list(tokens)
     if end is not None and end not in parse_tokens:
@@ -321,11 +387,57 @@ def parse_reply(renderer: Renderer, tokens: list[int], stop_reason: str, prompt_
         ToolCallOut(id=tc.id or new_id(tool_id_prefix), name=tc.function.name, arguments=tc.function.arguments)
         for tc in message.get("tool_calls", []) or []
     ]
+    if calls and not tools_offered:
+        # The model was not offered tools but wrote a call anyway: the client ruled calls out.
+        written = "\n".join(json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+                            for c in calls)
+        text.append(("\n" if "".join(text).strip() else "") + written)
+        calls = []
+    reply_thinking, reply_text = "".join(thinking), "".join(text)
+    matched = None
+    if stops and stop_reason != "length" and (end is None or end not in tokens):
+        matched = matched_stop(renderer.tokenizer.decode(list(tokens)), stops, _renderer_stop_strings(renderer))
+        if matched is not None:
+            if matched in reply_thinking and matched not in reply_text:
+                reply_thinking = reply_thinking[: reply_thinking.index(matched)]
+                reply_text, calls = "", []
+            elif matched in reply_text:
+                reply_text = reply_text[: reply_text.index(matched)]
     if stop_reason == "length":
         finish = "length"
     elif calls:
         finish = "tool_calls"
     else:
         finish = "stop"
-    return ChatReply(thinking="".join(thinking), text="".join(text), tool_calls=calls, finish=finish,
-                     prompt_tokens=prompt_tokens, output_tokens=len(tokens))
+    return ChatReply(thinking=reply_thinking, text=reply_text, tool_calls=calls, finish=finish,
+                     prompt_tokens=prompt_tokens, output_tokens=len(tokens),
+                     stop_sequence=matched if finish == "stop" else None)
+
+
+def _renderer_stop_strings(renderer: Renderer) -> list[str]:
+    out = []
+    for stop in renderer.get_stop_sequences():
+        if isinstance(stop, str):
+            out.append(stop)
+        else:
+            try:
+                out.append(renderer.tokenizer.decode([stop]))
+            except Exception:  # noqa: BLE001 - a token the tokenizer cannot show: no string to match
+                continue
+    return [s for s in out if s]
+
+
+def matched_stop(decoded: str, stops: list[str] | tuple, renderer_stops: list[str]) -> str | None:
+    """Which of the client's ``stops`` ended ``decoded`` (the sampled text): the stop string whose
+    first occurrence ends earliest (the sampler halts as soon as one appears), or ``None`` when
+    that is one of the renderer's own (the model ended its turn) or nothing matches."""
+    best: tuple[tuple[int, int], str] | None = None
+    for stop in (*renderer_stops, *stops):
+        at = decoded.find(stop)
+        if at >= 0:
+            key = (at + len(stop), at)
+            if best is None or key < best[0]:
+                best = (key, stop)
+    if best is None or best[1] in renderer_stops:
+        return None
+    return best[1]

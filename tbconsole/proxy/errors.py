@@ -9,6 +9,8 @@ it the way that API's own servers do, so each client raises the exception its us
 * Anthropic: ``{"type": "error", "error": {"type", "message"}}``. A context-window refusal is 400
   ``invalid_request_error`` with "prompt is too long: N tokens > M maximum" (what Claude Code and
   litellm's Anthropic mapping recognise).
+
+A sampler timeout is 504 (Anthropic's ``timeout_error``); an unsupported ``Content-Encoding`` 415.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ ANTHROPIC_TYPES = {
     404: "not_found_error",
     405: "invalid_request_error",
     413: "request_too_large",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     500: "api_error",
     502: "api_error",
     503: "overloaded_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 
@@ -36,10 +40,12 @@ OPENAI_TYPES = {
     404: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_exceeded",
     500: "server_error",
     502: "server_error",
     503: "server_error",
+    504: "server_error",
 }
 
 

@@ -3,13 +3,20 @@
 Accepted and used: ``model``, ``messages`` (system, developer, user, assistant with
 ``tool_calls`` and ``reasoning_content``/``reasoning``, tool with ``tool_call_id``; string or
 text-part content), ``tools`` (``type == "function"``; other tool types are ignored: they cannot be
-called through a chat template), ``max_tokens``/``max_completion_tokens``, ``temperature``,
-``top_p``, ``seed``, ``stop``, ``n`` (must be 1), ``stream``, ``stream_options.include_usage``.
+called through a chat template), ``tool_choice`` (see below), ``max_tokens``/``max_completion_tokens``,
+``temperature``, ``top_p``, ``seed``, ``stop`` (a reply that stopped on one is cut before it),
+``n`` (must be 1), ``stream``, ``stream_options.include_usage``.
 Accepted and ignored (harmless for a sampling proxy): ``user``, ``metadata``, ``store``,
-``parallel_tool_calls``, ``tool_choice``, ``response_format``, ``logprobs``, ``top_logprobs``,
+``parallel_tool_calls``, ``response_format``, ``logprobs``, ``top_logprobs``,
 ``frequency_penalty``, ``presence_penalty``, ``logit_bias``, ``reasoning_effort``,
 ``service_level`` and any other unknown field. Images, audio and files are refused (400): the
 policy is text-only.
+
+``tool_choice``: "auto" (default) offers the tools; "none" renders without them (a call the model
+writes anyway comes back as text); ``{"type": "allowed_tools", "allowed_tools": {"mode": "auto",
+"tools": [...]}}`` offers the listed subset; "required", a named function or custom tool, and
+``allowed_tools`` with mode "required" are refused (400): the policy samples freely and cannot be
+made to call a tool.
 """
 
 from __future__ import annotations
@@ -24,8 +31,11 @@ from tbconsole.proxy.chat import (
     ChatReply,
     ChatRequest,
     ConversionCache,
+    allowed_tools,
     expect_dict,
     expect_list,
+    forced_tool_choice,
+    json_bytes,
     make_tool_call,
     max_tokens_field,
     opt_bool,
@@ -34,6 +44,7 @@ from tbconsole.proxy.chat import (
     seed_field,
     stop_field,
     temperature_field,
+    tool_choice_kind,
     tool_spec,
     top_p_field,
     with_tools,
@@ -149,6 +160,7 @@ def parse_request(body: Any, renderer: Renderer, cache: ConversionCache | None =
             function = expect_dict(tool.get("function"), f"tools[{j}].function")
             tools.append(tool_spec(function.get("name"), function.get("description"), function.get("parameters"),
                                    f"tools[{j}].function"))
+    choice, tools = tool_choice(body.get("tool_choice"), tools)
     stream_options = body.get("stream_options")
     include_usage = False
     if stream_options is not None:
@@ -164,7 +176,34 @@ def parse_request(body: Any, renderer: Renderer, cache: ConversionCache | None =
         stop=stop_field(body.get("stop"), "stop"),
         stream=opt_bool(body, "stream"),
         include_usage=include_usage,
+        tool_choice=choice,
     )
+
+
+def tool_choice(value: Any, tools: list) -> tuple[str, list]:
+    """``(choice, tools to offer)`` for a Chat Completions ``tool_choice``."""
+    kind = tool_choice_kind(value, tools)
+    if isinstance(kind, tuple):
+        return kind
+    if kind == "allowed_tools":
+        spec = expect_dict(value.get("allowed_tools"), "tool_choice.allowed_tools")
+        mode = spec.get("mode")
+        if mode == "required":
+            raise forced_tool_choice("tool_choice", "'allowed_tools' with mode 'required'")
+        if mode != "auto":
+            raise bad_request("'tool_choice.allowed_tools.mode' must be 'auto' or 'required'", "tool_choice")
+        names = []
+        for j, tool in enumerate(expect_list(spec.get("tools"), "tool_choice.allowed_tools.tools")):
+            tool = expect_dict(tool, f"tool_choice.allowed_tools.tools[{j}]")
+            if tool.get("type", "function") == "function":
+                names.append(expect_dict(tool.get("function"), f"tool_choice.allowed_tools.tools[{j}].function")
+                             .get("name"))
+        return "auto", allowed_tools(tools, names, "tool_choice")
+    if kind in ("function", "custom"):
+        named = value.get(kind)
+        name = named.get("name") if isinstance(named, dict) else None
+        raise forced_tool_choice("tool_choice", f"forcing the {kind} tool {str(name)[:60]!r}")
+    raise bad_request("'tool_choice.type' must be 'function', 'custom' or 'allowed_tools'", "tool_choice")
 
 
 # -- responses -----------------------------------------------------------------------------------
@@ -200,7 +239,7 @@ def response(reply: ChatReply, model: str, completion_id: str) -> dict[str, Any]
 def _chunk(completion_id: str, model: str, created: int, delta: dict, finish: str | None = None) -> bytes:
     body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json_bytes(body) + b"\n\n"
 
 
 def stream_events(reply: ChatReply, model: str, completion_id: str, include_usage: bool) -> list[bytes]:

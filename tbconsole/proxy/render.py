@@ -59,6 +59,20 @@ def _sign(value: int) -> int:
     return (value > 0) - (value < 0)
 
 
+def message_chars(message: Message) -> int:
+    """About how many characters rendering ``message`` tokenizes (its text, thinking and tool
+    calls; not the template's few)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        n = len(content)
+    else:
+        n = sum(len(part.get("text") or part.get("thinking") or "") for part in content or ()
+                if isinstance(part, dict))
+    for call in message.get("tool_calls") or ():
+        n += len(call.function.name) + len(call.function.arguments)
+    return n
+
+
 def _chunk_tokens(chunk: Any) -> list[int]:
     if not isinstance(chunk, tinker.EncodedTextChunk):
         raise ValueError(f"only text can be sampled from, got a {type(chunk).__name__}")
@@ -134,6 +148,17 @@ class IncrementalRenderer:
         else:
             lu = (last_user,)
         return (idx == n - 1, idx >= turn_start, lu)
+
+    def pending_chars(self, messages: list[Message]) -> int:
+        """About how many characters ``render(messages)`` will tokenize: the messages from the
+        one before the first that is not, by identity, last render's (the request converter
+        hands over unchanged messages as the same objects). A cheap over-estimate, to decide
+        whether a render is worth a thread."""
+        prev = self._messages if self.incremental else []
+        same, limit = 0, min(len(messages), len(prev))
+        while same < limit and messages[same] is prev[same]:
+            same += 1
+        return sum(message_chars(m) for m in messages[max(0, same - 1):])
 
     def render(self, messages: list[Message]) -> list[int]:
         if not self.incremental:

@@ -3,30 +3,42 @@
 Routes (``{trial}`` is the trial id given to ``register_trial``)::
 
     POST /t/{trial}/v1/chat/completions        OpenAI Chat Completions (stream or not)
+    POST /t/{trial}/v1/responses               OpenAI Responses (stream or not; stateless)
     GET  /t/{trial}/v1/models                  model list (OpenAI or Anthropic shape)
     POST /t/{trial}/v1/messages                Anthropic Messages (stream or not)
     POST /t/{trial}/v1/messages/count_tokens   Anthropic token count
 
-Every route needs the group's token (``Authorization: Bearer`` or ``x-api-key``, compared in
-constant time). Per request: auth → trial → body (≤ 16 MiB) → JSON → validation → (trial lock)
-render → context-window check → sample → **persist the turn** → parse → answer. Errors before
-sampling are the client's (4xx, the API's own error shape); a sampler failure is 502 and
-captures nothing; a turn that cannot be persisted is ``CaptureLost`` (503, trial marked lost);
-a turn the renderer cannot parse is kept and answered with 502.
+Every route needs that trial's own key (``Authorization: Bearer`` or ``x-api-key``; see
+``keys``): a trial's key opens no other trial's routes. Per request: auth → trial → body (≤ 16
+MiB, ``gzip``/``deflate`` decoded; see ``body``) → JSON → validation → (trial lock) render (on
+the proxy's thread pool when it has much text to tokenize; see ``offload``) → context-window
+check → sample → **persist the turn** → parse → answer.
+
+Errors before sampling are the client's: 4xx in the API's own error shape, logged without a
+traceback, the connection kept. A sampler failure (it raised, or ran past ``sample_timeout_s``)
+is 502 (504 for the timeout), captures nothing, counts in ``TrialStats.sampler_failed`` and
+calls ``on_sampler_error(trial_id, exc)``; a turn that cannot be persisted is ``CaptureLost``
+(503, trial marked lost); a turn the renderer cannot parse is kept and answered with 502.
+
+Streaming: the SSE headers (200) go out before sampling. After that, any error, an unexpected
+one included, ends the stream with the API's own error event (OpenAI: a ``data: {"error": …}``
+chunk; Anthropic: ``event: error``; Responses: ``event: error`` then ``response.failed``), never a
+second HTTP response. A streaming Responses request over the context window gets its refusal in
+the stream (``response.failed`` with code ``context_length_exceeded``, where Codex recognises it);
+the other APIs refuse it before the stream, as a plain 400.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hmac
-import inspect
+import functools
 import json
 import logging
 import re
-import secrets
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,11 +48,16 @@ from aiohttp import web
 from tinker_cookbook.renderers.base import Renderer
 
 from tbconsole.events import CaptureLost, Event, ProxyRequest
-from tbconsole.proxy import anthropic_api, openai_api
+from tbconsole.proxy import anthropic_api, openai_api, responses_api
+from tbconsole.proxy.body import read_json
 from tbconsole.proxy.capture import CapturedTurn, CaptureWriter
 from tbconsole.proxy.chat import ChatRequest, ConversionCache, new_id, parse_reply
 from tbconsole.proxy.errors import ContextWindowExceeded, ProxyError
-from tbconsole.proxy.render import IncrementalRenderer, full_render
+from tbconsole.proxy.keys import TrialKeys
+from tbconsole.proxy.offload import off_loop
+from tbconsole.proxy.render import IncrementalRenderer, full_render, message_chars
+from tbconsole.proxy.sampling import Sampled, client_error, describe, sample_once
+from tbconsole.proxy.server_log import ServerLog
 
 try:  # 5-10x faster on long histories; the standard library is the fallback
     import orjson
@@ -51,6 +68,15 @@ log = logging.getLogger("tbconsole.proxy")
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RENDER_THREADS = 4  # per proxy: a long render in one trial leaves room for the others'
+# Renders that tokenize fewer characters (a few ms) stay on the loop: a thread hop costs more
+# than that under load (a thread waits up to the 5 ms GIL switch interval for the busy loop).
+INLINE_RENDER_CHARS = 32 * 1024
+_STREAM = web.RequestKey("tbconsole_proxy_stream", tuple)  # (api, response) once SSE headers are out
+_ANSWER = web.RequestKey("tbconsole_proxy_answer", responses_api.Answer)  # a Responses stream's sequence state
+ID_PREFIXES = {"openai": "chatcmpl-", "anthropic": "msg_", "responses": "resp_"}
+PARSERS = {"openai": openai_api.parse_request, "anthropic": anthropic_api.parse_request,
+           "responses": responses_api.parse_request}
 
 
 @dataclass(frozen=True)
@@ -60,7 +86,7 @@ class TrialCredential:
 
     trial_id: str
     proxy_url: str  # OpenAI clients: {proxy_url}/v1; Anthropic clients: {proxy_url}
-    api_key: str = field(repr=False)
+    api_key: str = field(repr=False)  # this trial's own key; it opens no other trial's routes
 
     @property
     def openai_base_url(self) -> str:
@@ -78,6 +104,8 @@ class TrialStats:
     rejected: int = 0  # 4xx
     context_refused: int = 0  # of which: prompt + max_tokens over the trial's context window
     failed: int = 0  # 5xx (sampler, parse, capture)
+    sampler_failed: int = 0  # of which: the sampler raised or timed out (infrastructure, not the agent)
+    last_sampler_error: str | None = None  # "Type: message" of the latest, short, credentials masked
     prompt_tokens: int = 0
     output_tokens: int = 0
 
@@ -129,9 +157,13 @@ class CaptureProxy:
                  tokenizer: Any = None, publish: Callable[[Event], None] | None = None, step: int = 0,
                  group: int = 0, listen_host: str = "127.0.0.1", advertised_host: str | None = None,
                  port: int = 0, model_name: str = "policy", fsync: bool = False, incremental: bool = True,
-                 keepalive_s: float = 10.0, max_body_bytes: int = MAX_BODY_BYTES):
+                 keepalive_s: float = 10.0, max_body_bytes: int = MAX_BODY_BYTES,
+                 sample_timeout_s: float | None = None,
+                 on_sampler_error: Callable[[str, BaseException], None] | None = None):
         if default_max_tokens <= 0:
             raise ValueError("default_max_tokens must be positive")
+        if sample_timeout_s is not None and not sample_timeout_s > 0:
+            raise ValueError("sample_timeout_s must be positive")
         self.renderer = renderer
         self.tokenizer = tokenizer if tokenizer is not None else renderer.tokenizer
         self._sampler = sampler
@@ -148,8 +180,10 @@ class CaptureProxy:
         self.incremental = incremental
         self.keepalive_s = keepalive_s
         self.max_body_bytes = max_body_bytes
-        self._token = secrets.token_urlsafe(32)  # 256 bits
-        self._token_bytes = self._token.encode()
+        self.sample_timeout_s = sample_timeout_s
+        self._on_sampler_error = on_sampler_error
+        self._keys = TrialKeys()
+        self._executor: ThreadPoolExecutor | None = None
         self._trials: dict[str, _Trial] = {}
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -159,10 +193,6 @@ class CaptureProxy:
         self._default_stop = list(stops)
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def api_key(self) -> str:
-        return self._token
 
     @property
     def url(self) -> str:
@@ -177,6 +207,7 @@ class CaptureProxy:
         app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self._errors])
         routes = [("POST", "/t/{trial}/v1/chat/completions", self._openai_completions),
                   ("GET", "/t/{trial}/v1/models", self._models),
+                  ("POST", "/t/{trial}/v1/responses", self._openai_responses),
                   ("POST", "/t/{trial}/v1/messages", self._anthropic_messages),
                   ("POST", "/t/{trial}/v1/messages/count_tokens", self._anthropic_count_tokens)]
         for method, path, handler in routes:
@@ -189,7 +220,9 @@ class CaptureProxy:
     async def start(self) -> None:
         if self._runner is not None:
             return
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        # auto_decompress off: bodies are decoded in ``body``, where a bad one is a 4xx, not a reset.
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                               auto_decompress=False, logger=ServerLog())
         await runner.setup()
         site = web.TCPSite(runner, self.listen_host, self._port)
         await site.start()
@@ -202,6 +235,9 @@ class CaptureProxy:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
         for trial in self._trials.values():
             try:
                 trial.writer.close()
@@ -232,7 +268,8 @@ class CaptureProxy:
         writer = CaptureWriter(self.capture_dir / f"{trial_id}.jsonl", trial_id, fsync=self.fsync)
         self._trials[trial_id] = _Trial(trial_id, self.renderer, writer, context_window=context_window,
                                         temperature=temperature, incremental=self.incremental)
-        return TrialCredential(trial_id=trial_id, proxy_url=f"{self.url}/t/{trial_id}", api_key=self._token)
+        return TrialCredential(trial_id=trial_id, proxy_url=f"{self.url}/t/{trial_id}",
+                               api_key=self._keys.key(trial_id))
 
     def _trial(self, trial_id: str) -> _Trial:
         try:
@@ -274,31 +311,41 @@ class CaptureProxy:
         except Exception:  # noqa: BLE001 - an observer must never break a model call
             log.exception("publishing %s failed", event.kind)
 
-    def _authorized(self, request: web.Request) -> bool:
-        presented = []
-        key = request.headers.get("x-api-key")
-        if key is not None:
-            presented.append(key)
-        auth = request.headers.get("Authorization")
-        if auth is not None:
-            scheme, _, value = auth.strip().partition(" ")
-            if scheme.lower() == "bearer":
-                presented.append(value.strip())
-        ok = False
-        for value in presented:
-            ok |= hmac.compare_digest(value.encode("utf-8", "surrogateescape"), self._token_bytes)
-        return ok
+    async def _render(self, chars: int, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, on the proxy's thread pool when it tokenizes ``chars`` or more."""
+        if chars < INLINE_RENDER_CHARS:
+            return fn(*args)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(RENDER_THREADS, thread_name_prefix=f"proxy-g{self.group}")
+        return await off_loop(self._executor, fn, *args)
+
+    def _sampler_failed(self, trial: _Trial, exc: BaseException) -> None:
+        line = describe(exc)
+        trial.stats.sampler_failed += 1
+        trial.stats.last_sampler_error = line
+        log.warning("trial %s: sampling failed: %s", trial.id, line)
+        if self._on_sampler_error is not None:
+            try:
+                self._on_sampler_error(trial.id, exc)
+            except Exception:  # noqa: BLE001 - the host's callback must never break a model call
+                log.exception("on_sampler_error failed")
 
     @staticmethod
     def _api_for(request: web.Request) -> str:
+        """The API whose error shape a request gets: by route, else by the anthropic-version header."""
         path = request.path
-        if "/v1/messages" in path or request.headers.get("anthropic-version") is not None:
+        if "/v1/messages" in path:
+            return "anthropic"
+        if "/v1/responses" in path:
+            return "responses"
+        if request.headers.get("anthropic-version") is not None:
             return "anthropic"
         return "openai"
 
     @staticmethod
     def _error_response(api: str, error: ProxyError) -> web.Response:
-        body = error.anthropic_body() if api == "anthropic" else error.openai_body()
+        body = (error.anthropic_body() if api == "anthropic" else
+                responses_api.error_body(error) if api == "responses" else error.openai_body())
         headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
         return web.json_response(body, status=error.status, headers=headers)
 
@@ -307,16 +354,25 @@ class CaptureProxy:
         try:
             return await handler(request)
         except ProxyError as exc:
-            return self._error_response(self._api_for(request), exc)
+            error = exc
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return self._error_response(self._api_for(request), ProxyError(exc.status, exc.reason))
+            error = ProxyError(exc.status, exc.reason)
         except asyncio.CancelledError:
             raise
+        except ConnectionError as exc:  # the client went away: nobody to answer, nothing to report
+            log.debug("capture proxy: %s %s: client gone: %s", request.method, request.path[:200], exc)
+            error = ProxyError(400, "connection lost")
         except Exception:  # noqa: BLE001 - a bug: answer in the API's shape, keep serving
-            log.exception("capture proxy: unexpected error on %s %s", request.method, request.path)
-            return self._error_response(self._api_for(request), ProxyError(500, "internal proxy error"))
+            log.exception("capture proxy: unexpected error on %s %s", request.method, request.path[:200])
+            error = ProxyError(500, "internal proxy error")
+        stream = request.get(_STREAM)
+        if stream is not None:  # SSE headers are out: the error goes into the stream
+            api, response = stream
+            await _end_stream(response, api, error, request.get(_ANSWER))
+            return response
+        return self._error_response(self._api_for(request), error)
 
     async def _method_not_allowed(self, request: web.Request) -> web.Response:
         raise ProxyError(405, f"{request.method} is not allowed on {request.path[:200]}")
@@ -325,29 +381,16 @@ class CaptureProxy:
         raise ProxyError(404, f"no route for {request.method} {request.path[:200]}")
 
     def _authorize(self, request: web.Request) -> _Trial:
-        if not self._authorized(request):
+        trial_id = request.match_info["trial"]
+        if not self._keys.accepts(trial_id, request.headers):
             raise ProxyError(401, "invalid or missing API key", code="invalid_api_key")
-        trial = self._trials.get(request.match_info["trial"])
+        trial = self._trials.get(trial_id)
         if trial is None:
             raise ProxyError(404, "unknown trial")
         return trial
 
     async def _read_json(self, request: web.Request) -> Any:
-        if request.content_length is not None and request.content_length > self.max_body_bytes:
-            raise ProxyError(413, f"request body exceeds {self.max_body_bytes} bytes")
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise ProxyError(413, f"request body exceeds {self.max_body_bytes} bytes") from None
-        if orjson is not None:
-            try:
-                return orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                pass  # let the standard parser decide (it takes integers beyond 64 bits) and explain
-        try:
-            return json.loads(raw, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
-            raise ProxyError(400, f"request body is not valid JSON: {str(exc)[:200]}") from None
+        return await read_json(request, self.max_body_bytes)
 
     # -- routes -----------------------------------------------------------------------------------
 
@@ -360,9 +403,9 @@ class CaptureProxy:
     async def _anthropic_count_tokens(self, request: web.Request) -> web.Response:
         self._authorize(request)
         body = await self._read_json(request)
-        _, messages = anthropic_api.parse_messages(body, self.renderer)
+        _, messages = _parse(functools.partial(anthropic_api.parse_messages, count_only=True), body, self.renderer)
         try:
-            tokens = full_render(self.renderer, messages)
+            tokens = await self._render(sum(map(message_chars, messages)), full_render, self.renderer, messages)
         except ProxyError:
             raise
         except Exception as exc:  # noqa: BLE001 - the conversation cannot be rendered
@@ -371,6 +414,9 @@ class CaptureProxy:
 
     async def _openai_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, "openai")
+
+    async def _openai_responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "responses")
 
     async def _anthropic_messages(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, "anthropic")
@@ -382,8 +428,7 @@ class CaptureProxy:
             trial = self._authorize(request)
             body = await self._read_json(request)
             out.t0 = time.perf_counter()  # total_ms: from the whole request being in hand
-            parse = anthropic_api.parse_request if api == "anthropic" else openai_api.parse_request
-            chat = parse(body, self.renderer, trial.conversion)
+            chat = _parse(PARSERS[api], body, self.renderer, trial.conversion)
             out.stream = chat.stream
             async with trial.lock:
                 return await self._turn(request, trial, chat, out)
@@ -393,18 +438,24 @@ class CaptureProxy:
                 trial.stats.context_refused += 1
             if out.response is None:
                 return self._error_response(api, exc)
-            # Headers (200) are out: the error goes into the stream, in the API's event format.
-            body = exc.anthropic_body() if api == "anthropic" else exc.openai_body()
-            try:
-                await out.response.write(anthropic_api.stream_error(body) if api == "anthropic"
-                                         else openai_api.stream_error(body))
-                await out.response.write_eof()
-            except (ConnectionError, RuntimeError):
-                pass
+            # headers (200) are out: the error goes into the stream
+            await _end_stream(out.response, api, exc, request.get(_ANSWER))
             return out.response
         except asyncio.CancelledError:  # the proxy is stopping (or the client went away)
             out.status, out.error = 499, "cancelled before the answer was sent"
             raise
+        except ConnectionError as exc:  # the client went away mid-answer
+            out.status, out.error = 499, f"client went away: {type(exc).__name__}"
+            if out.response is None:
+                raise
+            return out.response
+        except Exception:  # noqa: BLE001 - a bug; once SSE headers are out, it must end the stream
+            if out.response is None:
+                raise  # the middleware answers 500 in the API's shape
+            log.exception("capture proxy: unexpected error in trial %s's stream", trial.id if trial else "?")
+            out.status, out.error = 500, "internal proxy error"
+            await _end_stream(out.response, api, ProxyError(500, "internal proxy error"), request.get(_ANSWER))
+            return out.response
         finally:
             if trial is not None:
                 stats = trial.stats
@@ -424,6 +475,15 @@ class CaptureProxy:
         sampler = self._sampler
         return sampler if hasattr(sampler, "sample_async") or hasattr(sampler, "sample") else sampler()
 
+    async def _sample(self, trial: _Trial, prompt: list[int], params: tinker.SamplingParams) -> Sampled:
+        try:
+            return await sample_once(self._sampling_client(), prompt, params, self.sample_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the sampler's failure (or timeout), not the client's
+            self._sampler_failed(trial, exc)
+            raise client_error(exc, self.sample_timeout_s) from None
+
     def _plan(self, trial: _Trial, chat: ChatRequest, prompt_len: int) -> tuple[int, float, list]:
         max_tokens = min(chat.max_tokens or self.default_max_tokens, self.default_max_tokens)
         window = trial.context_window
@@ -431,8 +491,7 @@ class CaptureProxy:
             max_tokens = min(max_tokens, window)
             if prompt_len + max_tokens > window:
                 raise ContextWindowExceeded(prompt_len, max_tokens, window)
-        temperature = trial.temperature if trial.temperature is not None else (
-            chat.temperature if chat.temperature is not None else 1.0)
+        temperature = _temperature(trial, chat)
         if chat.stop:
             # One kind per request: strings (the renderer's own stops decoded, then the client's).
             stop: list = list(dict.fromkeys(self._stop_strings + chat.stop))
@@ -443,41 +502,39 @@ class CaptureProxy:
     async def _turn(self, request: web.Request, trial: _Trial, chat: ChatRequest, out: _Outcome) -> web.StreamResponse:
         api = chat.api
         try:
-            prompt = trial.renderer.render(chat.messages)
+            chars = trial.renderer.pending_chars(chat.messages)
+            prompt = await self._render(chars, trial.renderer.render, chat.messages)
         except Exception as exc:  # noqa: BLE001 - the renderer refuses this conversation
             raise ProxyError(400, f"the conversation cannot be rendered: {type(exc).__name__}: {str(exc)[:300]}") \
                 from None
         out.prompt_tokens = len(prompt)
-        max_tokens, temperature, stop = self._plan(trial, chat, len(prompt))
-        params = tinker.SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop,
-                                       top_p=chat.top_p if chat.top_p is not None else 1.0,
-                                       top_k=chat.top_k if chat.top_k is not None else -1, seed=chat.seed)
-        response_id = new_id("msg_" if api == "anthropic" else "chatcmpl-")
+        response_id = new_id(ID_PREFIXES[api])
+        if api == "responses":
+            request[_ANSWER] = responses_api.Answer(chat, response_id, _temperature(trial, chat))
+        try:
+            max_tokens, temperature, stop = self._plan(trial, chat, len(prompt))
+        except ContextWindowExceeded:
+            if api == "responses" and chat.stream:  # Codex knows this refusal as a response.failed event
+                await self._open_stream(request, out, chat, response_id, len(prompt))
+            raise
+        try:
+            params = tinker.SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop,
+                                           top_p=chat.top_p if chat.top_p is not None else 1.0,
+                                           top_k=chat.top_k if chat.top_k is not None else -1, seed=chat.seed)
+        except ValueError as exc:  # pydantic's ValidationError: a value the SDK refuses
+            raise ProxyError(400, f"invalid sampling parameters: {str(exc)[:300]}") from None
         keepalive: asyncio.Task | None = None
         if chat.stream:
-            stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                             "Cache-Control": "no-cache"})
-            await stream.prepare(request)
-            out.response = stream
-            if api == "anthropic":
-                await stream.write(anthropic_api.stream_start(chat.model, response_id, len(prompt)))
+            stream = await self._open_stream(request, out, chat, response_id, len(prompt))
             keepalive = asyncio.create_task(self._keepalive(stream, api))
         try:
             # -- sample
             t_sample = time.perf_counter()
             try:
-                result = await _sample(self._sampling_client(), _model_input(prompt), params)
-                sequence = result.sequences[0]
-                output = list(sequence.tokens)
-                logprobs = sequence.logprobs
-                stop_reason = str(sequence.stop_reason)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the sampler's failure, not the client's
-                log.warning("trial %s: sampling failed: %s: %s", trial.id, type(exc).__name__, exc)
-                raise ProxyError(502, f"sampling failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+                sampled = await self._sample(trial, prompt, params)
             finally:
                 out.sample_ms = _ms(t_sample)
+            output, logprobs, stop_reason = sampled.tokens, sampled.logprobs, sampled.stop_reason
             out.output_tokens, out.stop_reason = len(output), stop_reason
 
             # -- persist, before anything can go wrong in parsing
@@ -519,16 +576,20 @@ class CaptureProxy:
             # -- parse and answer
             try:
                 reply = parse_reply(renderer.working, output, stop_reason, len(prompt),
-                                    "toolu_" if api == "anthropic" else "call_")
+                                    "toolu_" if api == "anthropic" else "call_", stops=chat.stop,
+                                    tools_offered=chat.tool_choice != "none")
             except Exception as exc:  # noqa: BLE001 - the renderer could not parse the sample
                 log.warning("trial %s turn %s: unparseable sample: %s", trial.id, turn_index, exc)
                 raise ProxyError(502, f"the model's response could not be parsed: {str(exc)[:300]}") from None
+            answer = request.get(_ANSWER)
             if out.response is None:
                 body = (anthropic_api.message(reply, chat.model, response_id) if api == "anthropic"
+                        else answer.response(reply) if answer is not None
                         else openai_api.response(reply, chat.model, response_id))
                 return web.Response(body=_dumps_bytes(body), content_type="application/json")
             await _stop_task(keepalive)
             chunks = (anthropic_api.stream_events(reply) if api == "anthropic"
+                      else answer.stream_events(reply) if answer is not None
                       else openai_api.stream_events(reply, chat.model, response_id, chat.include_usage))
             try:
                 await out.response.write(b"".join(chunks))
@@ -539,6 +600,21 @@ class CaptureProxy:
         finally:
             await _stop_task(keepalive)
 
+    async def _open_stream(self, request: web.Request, out: _Outcome, chat: ChatRequest, response_id: str,
+                           prompt_tokens: int) -> web.StreamResponse:
+        """SSE headers (200) and the API's opening events: from here on, errors go into the stream."""
+        api = chat.api
+        stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                         "Cache-Control": "no-cache"})
+        await stream.prepare(request)
+        out.response = stream
+        request[_STREAM] = (api, stream)
+        if api == "anthropic":
+            await stream.write(anthropic_api.stream_start(chat.model, response_id, prompt_tokens))
+        elif api == "responses":
+            await stream.write(request[_ANSWER].stream_start())
+        return stream
+
     def _lose(self, trial: _Trial, reason: str) -> None:
         if trial.lost is None:
             trial.lost = reason
@@ -546,7 +622,8 @@ class CaptureProxy:
         self._publish(CaptureLost(step=self.step, group=self.group, trial=trial.id, error=reason))
 
     async def _keepalive(self, stream: web.StreamResponse, api: str) -> None:
-        beat = anthropic_api.KEEPALIVE if api == "anthropic" else openai_api.KEEPALIVE
+        beat = {"anthropic": anthropic_api.KEEPALIVE, "responses": responses_api.KEEPALIVE}.get(
+            api, openai_api.KEEPALIVE)
         try:
             while True:
                 await asyncio.sleep(self.keepalive_s)
@@ -555,26 +632,34 @@ class CaptureProxy:
             return
 
 
-def _model_input(tokens: list[int]) -> tinker.ModelInput:
-    """``ModelInput.from_ints`` without pydantic re-validating every token of a long prompt
-    (they are ints from the renderer)."""
-    chunk = tinker.EncodedTextChunk.model_construct(tokens=tokens, type="encoded_text")
-    return tinker.ModelInput.model_construct(chunks=[chunk])
+def _parse(parse: Callable[..., Any], body: Any, *args: Any) -> Any:
+    """A request parser, with any slip of its validation still the client's 400: its only input
+    is the client's body. Logged without a traceback (at debug level, with one)."""
+    try:
+        return parse(body, *args)
+    except ProxyError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+        log.debug("capture proxy: malformed request: %s", describe(exc), exc_info=True)
+        raise ProxyError(400, f"malformed request: {describe(exc, 200)}") from None
 
 
-async def _sample(client: Any, prompt: tinker.ModelInput, params: tinker.SamplingParams) -> tinker.SampleResponse:
-    """One sample through the SDK's current call (``await client.sample(...)``; ``sample_async``
-    is deprecated in 0.38), or ``sample_async`` for samplers that only have that."""
-    sample = getattr(client, "sample", None)
-    if sample is not None:
-        pending = sample(prompt=prompt, num_samples=1, sampling_params=params)
-        if inspect.isawaitable(pending):
-            return await pending
-    return await client.sample_async(prompt=prompt, num_samples=1, sampling_params=params)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+async def _end_stream(response: web.StreamResponse, api: str, error: ProxyError,
+                      answer: responses_api.Answer | None = None) -> None:
+    """End an SSE response with the API's own error event (no ``[DONE]`` for OpenAI: the SDKs
+    raise on the error chunk; for Responses, ``error`` then ``response.failed``, numbered on from
+    the stream's last event)."""
+    if api == "anthropic":
+        data = anthropic_api.stream_error(error.anthropic_body())
+    elif api == "responses":
+        data = answer.stream_error(error) if answer is not None else responses_api.stream_error(error)
+    else:
+        data = openai_api.stream_error(error.openai_body())
+    try:
+        await response.write(data)
+        await response.write_eof()
+    except (ConnectionError, RuntimeError):  # the client is gone, or the stream already ended
+        pass
 
 
 def _dumps_bytes(value: Any) -> bytes:
@@ -584,6 +669,13 @@ def _dumps_bytes(value: Any) -> bytes:
         except TypeError:  # e.g. a lone surrogate echoed from the request: escape it instead
             pass
     return json.dumps(value).encode()
+
+
+def _temperature(trial: _Trial, chat: ChatRequest) -> float:
+    """The trial's temperature, else the request's, else 1."""
+    if trial.temperature is not None:
+        return trial.temperature
+    return chat.temperature if chat.temperature is not None else 1.0
 
 
 def _ms(t0: float) -> float:

@@ -8,14 +8,74 @@ special strings; this adapter splits on those strings the way HF's added-token t
 
 ``Qwen35Tokenizer`` is the real Qwen3.5 vocabulary; with this adapter the cookbook's ``qwen3_5``
 renderer matches the native renderer token for token (see tests/proxy/test_tokenizer.py).
+
+Long texts are encoded in pieces of at most ``MAX_ENCODE_CHARS``: the tokenizer's pre-tokenizer
+(a backtracking regex) fails on a run of one character class of some 0.5M characters ("Max stack
+size exceeded for backtracking"), and one call holds the GIL throughout (~0.13 s per MB), which
+would stall the event loop even with rendering on another thread. Pieces end where the
+pre-tokenizer always ends a pre-token (see ``split_points``), so ordinary text encodes to
+exactly the tokens of one call; only a run with no such point in 16k characters is cut
+mid-run (its tokens still decode to the same text).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
+
+
+MAX_ENCODE_CHARS = 32 * 1024
+
+# Candidates for a piece boundary (checked by _safe): after a line break before a letter, or
+# after a letter before a non-letter.
+_CANDIDATE = re.compile(r"(?<=[\r\n])(?=[^\W\d_])|(?<=[^\W\d_])(?=[^\w']|\d)")
+
+
+def _safe(text: str, i: int) -> bool:
+    """Whether GPT-style pre-tokenizers (cl100k, o200k, Qwen, GLM…) always end a pre-token
+    between ``text[i-1]`` and ``text[i]``, whatever surrounds them: none of their patterns
+    continues a line break into a letter, or a run of letters into a character that is not a
+    letter, a combining mark or the ``'`` of a contraction (``'s``); and none looks behind.
+    tests/proxy/test_long_prompts.py checks it at every such point of random strings."""
+    before, after = text[i - 1], text[i]
+    if before in "\r\n":
+        return after.isalpha()
+    return (before.isalpha() and not after.isalpha() and after != "'"
+            and not unicodedata.category(after).startswith("M"))
+
+
+def split_points(text: str, max_chars: int = MAX_ENCODE_CHARS) -> list[int]:
+    """Where to cut ``text`` into pieces of at most ``max_chars``: the last safe point of each
+    window's second half (its last 1k characters searched first, as they nearly always hold one),
+    else the window's end."""
+    points = []
+    start, n = 0, len(text)
+    while n - start > max_chars:
+        end = start + max_chars
+        cut = None
+        for lo in (max(start + max_chars // 2, end - 1024), start + max_chars // 2):
+            for match in _CANDIDATE.finditer(text, lo, end + 1):
+                if lo < match.start() <= end and _safe(text, match.start()):
+                    cut = match.start()
+            if cut is not None:
+                break
+        start = cut if cut is not None else end
+        points.append(start)
+    return points
+
+
+def encode_in_pieces(encode, text: str, max_chars: int = MAX_ENCODE_CHARS) -> list[int]:
+    if len(text) <= max_chars:
+        return list(encode(text))
+    out: list[int] = []
+    start = 0
+    for point in [*split_points(text, max_chars), len(text)]:
+        out.extend(encode(text[start:point]))
+        start = point
+    return out
 
 
 class HFStyleTokenizer:
@@ -56,10 +116,10 @@ class HFStyleTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False, split_special_tokens: bool = False,
                **_: Any) -> list[int]:
-        if split_special_tokens or self._split is None:
-            return list(self.tml_tokenizer.encode_ordinary(text))
-        out: list[int] = []
         ordinary = self.tml_tokenizer.encode_ordinary
+        if split_special_tokens or self._split is None:
+            return encode_in_pieces(ordinary, text)
+        out: list[int] = []
         special = self._special_ids
         for i, piece in enumerate(self._split.split(text)):
             if not piece:
@@ -67,7 +127,7 @@ class HFStyleTokenizer:
             if i % 2:
                 out.append(special[piece])
             else:
-                out.extend(ordinary(piece))
+                out.extend(encode_in_pieces(ordinary, piece))
         return out
 
     def decode(self, token_ids: Sequence[int] | int, skip_special_tokens: bool = False, **_: Any) -> str:

@@ -84,3 +84,13 @@ class ThreadedProxy:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+def stopped_on_string(renderer, text: str):
+    """A sample that stopped on a stop string: ``text``'s reply tokens without the end-of-message
+    token (the sampler halts as soon as the string appears, keeping the tokens that hold it)."""
+    from tbconsole.proxy.scripted import Scripted, reply_tokens
+
+    tokens = reply_tokens(renderer, text_reply(text))
+    end = renderer.get_stop_sequences()[0]
+    return Scripted(tokens=tokens[: tokens.index(end)], stop_reason="stop")

@@ -137,3 +137,102 @@ async def test_pings_while_sampling_a_stream(harness):
                                             messages=[{"role": "user", "content": "x"}]) as stream:
         final = await stream.get_final_message()
     assert final.content[0].text == "slow answer"
+
+
+async def test_stop_sequence_is_reported_and_cut(harness, renderer):
+    from proxy_support import stopped_on_string
+
+    h = await harness()
+    h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
+    h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
+    h.sampler.add(text_reply("No stop here."))
+    cred = h.proxy.register_trial("trial-q")
+    api = client(cred)
+    msg = await api.messages.create(model="policy", max_tokens=100, stop_sequences=["STOP", "HALT"],
+                                    messages=[{"role": "user", "content": "count"}])
+    assert msg.stop_reason == "stop_sequence" and msg.stop_sequence == "STOP"
+    assert msg.content[0].text == "Counting: 1 2 "
+    async with api.messages.stream(model="policy", max_tokens=100, stop_sequences=["HALT", "STOP"],
+                                   messages=[{"role": "user", "content": "count"}]) as stream:
+        final = await stream.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == "STOP"
+    assert final.content[0].text == "Counting: 1 2 "
+    # The capture keeps every sampled token, the stop string's included.
+    assert renderer.tokenizer.decode(h.proxy.turns("trial-q")[0].output_tokens).endswith("STOP")
+    # A turn the model ended itself is end_turn, stop strings or not.
+    msg = await api.messages.create(model="policy", max_tokens=100, stop_sequences=["STOP"],
+                                    messages=[{"role": "user", "content": "x"}])
+    assert msg.stop_reason == "end_turn" and msg.stop_sequence is None and msg.content[0].text == "No stop here."
+
+
+async def test_tool_result_errors_reach_the_model(harness, renderer):
+    h = await harness()
+    cred = h.proxy.register_trial("trial-e")
+    messages = [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash",
+                                                   "input": {"command": "cat x"}},
+                                                  {"type": "tool_use", "id": "toolu_2", "name": "bash",
+                                                   "input": {"command": "ls"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+                     "content": "cat: x: No such file or directory"},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": False, "content": "y"}]}]
+    await client(cred).messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], messages=messages)
+    prompt = h.proxy.turns("trial-e")[0].prompt_tokens
+    text = renderer.tokenizer.decode(prompt)
+    assert "Error: cat: x: No such file or directory" in text
+    assert "Error: y" not in text
+    call = lambda i, c: ToolCall(id=i, function=ToolCall.FunctionBody(name="bash", arguments=c))  # noqa: E731
+    expected = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [
+        Message(role="user", content="go"),
+        Message(role="assistant", content="", tool_calls=[call("toolu_1", '{"command": "cat x"}'),
+                                                          call("toolu_2", '{"command": "ls"}')]),
+        Message(role="tool", content="Error: cat: x: No such file or directory", tool_call_id="toolu_1"),
+        Message(role="tool", content="y", tool_call_id="toolu_2"),
+    ]
+    assert prompt == full_render(renderer, expected)
+
+
+async def test_tool_choice(harness, renderer):
+    h = await harness()
+    cred = h.proxy.register_trial("trial-c")
+    api = client(cred)
+    h.sampler.add(tool_reply("ls"))
+    msg = await api.messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], tool_choice={"type": "none"},
+                                    messages=[{"role": "user", "content": "go"}])
+    # Not offered the tools; the call it wrote anyway comes back as text.
+    assert msg.stop_reason == "end_turn" and [b.type for b in msg.content] == ["text"]
+    assert '"name": "bash"' in msg.content[0].text
+    assert h.proxy.turns("trial-c")[0].prompt_tokens == full_render(renderer, [Message(role="user", content="go")])
+    await api.messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH],
+                              tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+                              messages=[{"role": "user", "content": "go"}])
+    assert h.proxy.turns("trial-c")[1].prompt_tokens == full_render(
+        renderer, renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [Message(role="user", content="go")])
+    for choice in ({"type": "any"}, {"type": "tool", "name": "bash"}):
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await api.messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], tool_choice=choice,
+                                      messages=[{"role": "user", "content": "go"}])
+        assert "the policy samples freely" in info.value.body["error"]["message"]
+    # Counting tokens does not sample: any tool_choice is counted with the tools offered.
+    count = await api.messages.count_tokens(model="policy", tools=[ANTHROPIC_BASH], tool_choice={"type": "any"},
+                                            messages=[{"role": "user", "content": "go"}])
+    assert count.input_tokens == len(h.proxy.turns("trial-c")[1].prompt_tokens)
+    assert len(h.sampler.calls) == 2
+
+
+async def test_a_system_turn_inside_messages_renders_in_place(harness, renderer):
+    """Claude Code under a model name it does not know sends its environment notes as a 'system'
+    message after the first user turn: rendered as a system turn where it stands, not refused."""
+    h = await harness()
+    h.sampler.add(text_reply("ok"))
+    cred = h.proxy.register_trial("trial-s")
+    messages = [{"role": "user", "content": "Fix it."},
+                {"role": "system", "content": [{"type": "text", "text": "cwd: /app"}]},
+                {"role": "user", "content": "Go."}]
+    msg = await client(cred).messages.create(model="policy", max_tokens=100, system="You are Claude Code.",
+                                             messages=messages)
+    assert msg.content[0].text == "ok"
+    expected = [Message(role="system", content="You are Claude Code."), Message(role="user", content="Fix it."),
+                Message(role="system", content="cwd: /app"), Message(role="user", content="Go.")]
+    assert h.proxy.turns("trial-s")[0].prompt_tokens == full_render(renderer, expected)

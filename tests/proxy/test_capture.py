@@ -274,3 +274,15 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
                 assert read_capture(threaded.call(harness.proxy.capture_path, cred.trial_id)) == turns
 
         check()
+
+
+def test_a_capture_file_is_never_appended_to_another_attempts(tmp_path):
+    from tbconsole.proxy.capture import CaptureError, CapturedTurn, CaptureWriter
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"v": 1}\n')  # an earlier attempt's file
+    turn = CapturedTurn(turn=0, prompt_tokens=[1, 2], output_tokens=[3], logprobs=[-0.1], stop_reason="stop",
+                        api="openai", started_at=0.0, sample_ms=1.0, max_tokens=8, temperature=1.0)
+    with pytest.raises(CaptureError, match="already exists"):
+        CaptureWriter(path, "t").write(turn)
+    assert path.read_text() == '{"v": 1}\n'

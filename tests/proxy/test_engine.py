@@ -40,7 +40,7 @@ def sampling_client(engine):
     return service.create_sampling_client(base_model=DEFAULT_MODEL).result()
 
 
-async def test_openai_and_anthropic_clients_through_the_engine(engine_renderer, sampling_client, tmp_path):
+async def test_openai_responses_and_anthropic_clients_through_the_engine(engine_renderer, sampling_client, tmp_path):
     events = []
     proxy = CaptureProxy(renderer=engine_renderer, sampler=lambda: sampling_client, default_max_tokens=24,
                          capture_dir=tmp_path / "capture", publish=events.append)
@@ -55,6 +55,13 @@ async def test_openai_and_anthropic_clients_through_the_engine(engine_renderer, 
             stream = await api.chat.completions.create(model="policy", messages=messages, stream=True)
             chunks = [chunk async for chunk in stream]
             assert chunks[-1].choices[0].finish_reason in ("stop", "length", "tool_calls")
+            responses_tools = [{"type": "function", "name": "bash", "parameters": tools[0]["function"]["parameters"]},
+                               {"type": "web_search"}]
+            events_out = [event async for event in await api.responses.create(
+                model="policy", instructions="You are an agent.", input="List files.", tools=responses_tools,
+                max_output_tokens=16, stream=True)]
+            assert [e.sequence_number for e in events_out] == list(range(len(events_out)))
+            assert events_out[-1].type in ("response.completed", "response.incomplete")
         async with anthropic.AsyncAnthropic(base_url=cred.anthropic_base_url, api_key=cred.api_key,
                                             max_retries=0) as claude:
             async with claude.messages.stream(model="policy", max_tokens=16,
@@ -63,7 +70,7 @@ async def test_openai_and_anthropic_clients_through_the_engine(engine_renderer, 
             assert final.stop_reason in ("end_turn", "max_tokens", "tool_use")
 
     turns = proxy.turns("engine-1")
-    assert len(turns) == 3 and not proxy.lost("engine-1")
+    assert len(turns) == 4 and not proxy.lost("engine-1")
     assert read_capture(proxy.capture_path("engine-1")) == turns
     for turn in turns:
         assert 0 < len(turn.output_tokens) <= 24
@@ -76,4 +83,6 @@ async def test_openai_and_anthropic_clients_through_the_engine(engine_renderer, 
     expected = engine_renderer.create_conversation_prefix_with_tools(tools_spec, "You are an agent.") + [
         {"role": "user", "content": "List files."}]
     assert turns[0].prompt_tokens == full_render(engine_renderer, expected)
-    assert [json.loads(e.to_json())["status"] for e in events] == [200, 200, 200]
+    assert turns[2].prompt_tokens == turns[0].prompt_tokens  # the same conversation through the Responses API
+    assert events_out[-1].response.usage.output_tokens == len(turns[2].output_tokens) <= 16
+    assert [json.loads(e.to_json())["status"] for e in events] == [200, 200, 200, 200]

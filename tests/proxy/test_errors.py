@@ -12,6 +12,7 @@ from proxy_support import ThreadedProxy, make_harness
 
 OPENAI = "/v1/chat/completions"
 ANTHROPIC = "/v1/messages"
+RESPONSES = "/v1/responses"
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +49,17 @@ def test_auth(served):
     assert r.status_code == 401 and anthropic_error(r)["type"] == "authentication_error"
     r = http.post(ANTHROPIC, json=body, headers={"Authorization": "", "x-api-key": cred.api_key})
     assert r.status_code == 200
-    # Auth comes first: an unknown trial with a wrong key is 401, with the right key 404.
+    # Auth comes first, with the key of the trial in the path: another trial's key is 401 (so is
+    # any key for an unknown trial, unless it is the key that trial id would have: then 404).
     base = cred.proxy_url.rsplit("/t/", 1)[0]
     r = httpx.post(base + "/t/other" + OPENAI, json=body, headers={"Authorization": "Bearer x"})
     assert r.status_code == 401
     r = httpx.post(base + "/t/other" + OPENAI, json=body, headers={"Authorization": f"Bearer {cred.api_key}"})
+    assert r.status_code == 401 and openai_error(r)["code"] == "invalid_api_key"
+    other_key = harness.proxy._keys.key("other")
+    r = httpx.post(base + "/t/other" + OPENAI, json=body, headers={"Authorization": f"Bearer {other_key}"})
     assert r.status_code == 404 and openai_error(r)["message"] == "unknown trial"
-    r = httpx.post(base + "/t/other" + ANTHROPIC, json=body, headers={"x-api-key": cred.api_key})
+    r = httpx.post(base + "/t/other" + ANTHROPIC, json=body, headers={"x-api-key": other_key})
     assert r.status_code == 404 and anthropic_error(r)["type"] == "not_found_error"
     r = httpx.get(base + "/nowhere")
     assert r.status_code == 404 and openai_error(r)
@@ -122,7 +127,7 @@ def test_openai_accepts_harmless_extras(served):
 
 
 @pytest.mark.parametrize("patch", [
-    {"messages": [{"role": "system", "content": "x"}]},
+    {"messages": [{"role": "developer", "content": "x"}]},  # a system turn is rendered; other roles are not
     {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
     {"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "1", "name": "bash", "input": []}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": 5}]}]},
@@ -202,6 +207,28 @@ anthropic_body = st.fixed_dictionaries(
               "tools": st.just([{"name": "bash", "input_schema": {"type": "object"}}])})
 
 
+input_text = st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text"]), "text": texts})
+responses_item = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "developer", "user", "assistant"]),
+                           "content": texts | st.lists(input_text, max_size=2)}, optional={"type": st.just("message")}),
+    st.fixed_dictionaries({"type": st.just("reasoning"), "summary": st.lists(st.fixed_dictionaries(
+        {"type": st.just("summary_text"), "text": texts}), max_size=2)}, optional={"id": st.just("rs_1")}),
+    st.fixed_dictionaries({"type": st.just("function_call"), "call_id": st.text(min_size=1, max_size=8),
+                           "name": st.just("bash"), "arguments": command}),
+    st.fixed_dictionaries({"type": st.just("function_call_output"), "call_id": st.text(min_size=1, max_size=8),
+                           "output": texts | st.lists(input_text, max_size=2)}),
+    st.fixed_dictionaries({"type": st.just("web_search_call"), "id": st.just("ws_1")}),
+)
+responses_body = st.fixed_dictionaries(
+    {"model": st.just("policy"), "input": texts | st.lists(responses_item, min_size=1, max_size=5)},
+    optional={"instructions": texts, "max_output_tokens": st.integers(1, 64), "temperature": st.floats(0, 2),
+              "top_p": st.floats(0.01, 1), "stream": st.booleans(), "store": st.booleans(),
+              "tool_choice": st.sampled_from(["auto", "none"]), "parallel_tool_calls": st.booleans(),
+              "include": st.just(["reasoning.encrypted_content"]), "reasoning": st.just({"effort": "low"}),
+              "tools": st.just([{"type": "function", "name": "bash", "parameters": {"type": "object"}},
+                                {"type": "web_search"}])})
+
+
 def _slots(value, out):
     if isinstance(value, dict):
         for key, item in value.items():
@@ -234,7 +261,8 @@ def mutated(draw, base):
 @given(case=st.one_of(
     st.tuples(st.just(OPENAI), mutated(openai_body)),
     st.tuples(st.sampled_from([ANTHROPIC, "/v1/messages/count_tokens"]), mutated(anthropic_body)),
-    st.tuples(st.sampled_from([OPENAI, ANTHROPIC]), json_values)))
+    st.tuples(st.just(RESPONSES), mutated(responses_body)),
+    st.tuples(st.sampled_from([OPENAI, ANTHROPIC, RESPONSES]), json_values)))
 def test_fuzz_json_bodies_never_5xx(served, case):
     harness, cred, http = served
     path, body = case
@@ -246,7 +274,7 @@ def test_fuzz_json_bodies_never_5xx(served, case):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                 HealthCheck.function_scoped_fixture])
-@given(raw=st.binary(max_size=200), path=st.sampled_from([OPENAI, ANTHROPIC]))
+@given(raw=st.binary(max_size=200), path=st.sampled_from([OPENAI, ANTHROPIC, RESPONSES]))
 def test_fuzz_raw_bytes_never_5xx(served, raw, path):
     harness, cred, http = served
     r = http.post(path, content=raw)
@@ -262,4 +290,9 @@ def test_lone_surrogates_and_huge_integers(served):
     r = http.post(OPENAI, content=raw)
     assert r.status_code < 500, r.text
     r = http.post(ANTHROPIC, content=raw.replace(b"}]}", b"}], \"max_tokens\": 5}"))
+    assert r.status_code < 500, r.text
+    raw = b'{"model": "\\ud800x", "input": "hi", "max_output_tokens": 100000000000000000000000}'
+    r = http.post(RESPONSES, content=raw)
+    assert r.status_code == 200 and r.json()["model"] == "\ud800x"
+    r = http.post(RESPONSES, content=b'{"input": [{"role": "user", "content": "bad \\udfff text"}]}')
     assert r.status_code < 500, r.text

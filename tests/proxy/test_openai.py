@@ -201,3 +201,47 @@ async def test_keepalive_while_sampling_a_stream(harness):
                                                         stream=True)
     text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
     assert text == "slow answer"
+
+
+async def test_stop_strings_are_cut_from_the_reply(harness, renderer):
+    from proxy_support import stopped_on_string
+
+    h = await harness()
+    h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
+    h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
+    cred = h.proxy.register_trial("trial-q")
+    api = client(cred)
+    res = await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "count"}],
+                                            stop=["STOP"])
+    assert res.choices[0].finish_reason == "stop" and res.choices[0].message.content == "Counting: 1 2 "
+    stream = await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "count"}],
+                                               stop="STOP", stream=True)
+    text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
+    assert text == "Counting: 1 2 "
+
+
+async def test_tool_choice(harness, renderer):
+    h = await harness()
+    cred = h.proxy.register_trial("trial-t")
+    api = client(cred)
+    h.sampler.add(tool_reply("ls"))
+    res = await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "go"}],
+                                            tools=[BASH_TOOL], tool_choice="none")
+    choice = res.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.tool_calls is None
+    assert json.loads(choice.message.content.strip().splitlines()[-1])["name"] == "bash"
+    assert h.proxy.turns("trial-t")[0].prompt_tokens == full_render(renderer, [Message(role="user", content="go")])
+    other = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
+    await api.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "go"}], tools=[BASH_TOOL, other],
+        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+            {"type": "function", "function": {"name": "bash"}}]}})
+    assert h.proxy.turns("trial-t")[1].prompt_tokens == full_render(
+        renderer, renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [Message(role="user", content="go")])
+    for forced in ("required", {"type": "function", "function": {"name": "bash"}},
+                   {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}):
+        with pytest.raises(openai.BadRequestError) as info:
+            await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "go"}],
+                                              tools=[BASH_TOOL], tool_choice=forced)
+        assert info.value.param == "tool_choice" and "the policy samples freely" in info.value.message
+    assert len(h.sampler.calls) == 2
