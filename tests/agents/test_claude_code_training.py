@@ -1,0 +1,52 @@
+"""One training step with Claude Code: `tbconsole demo` on a bundled task with the shipped
+claude-code example config — Claude Code's streamed Anthropic calls are captured with log-probs
+and the cookbook's PPO step trains on exactly those tokens. One trial (Claude Code's four calls of
+about 26k tokens each do not merge into one datum; more would exceed what two cores train in a
+test's time)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tbconsole import agents
+from tbconsole.events import read_events
+from tbconsole.proxy import read_capture
+from tbconsole.taskset import BUNDLED_TASKS_DIR
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claude-code-local.json"
+
+
+def test_a_one_step_training_run_with_claude_code(tmp_path):
+    problem = agents.problem("claude-code")
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "hello-file").symlink_to(BUNDLED_TASKS_DIR / "hello-file")
+    log = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}",
+         f"harbor.trial_config={EXAMPLE}", f"config.dataset_builder.tasks_dir={tasks}",
+         "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=1",
+         "config.kl_penalty_coef=0", "config.max_steps=1", "config.eval_every=0", "config.max_tokens=64"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    events = list(read_events(log / "events.jsonl"))
+    requests = [e for e in events if e.kind == "proxy.request"]
+    assert requests and {e.api for e in requests} == {"anthropic"} and all(e.stream for e in requests)
+    assert all(e.status == 200 and e.captured for e in requests), [e.error for e in requests]
+    [ended] = [e for e in events if e.kind == "trial.ended"]
+    assert ended.scored and ended.reward is not None
+    captured = [t for p in sorted((log / "capture").rglob("*.jsonl")) for t in read_capture(p)]
+    assert all(len(t.logprobs) == len(t.output_tokens) > 0 for t in captured)
+    [row] = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
+    assert row["env/all/total_ac_tokens"] == sum(len(t.output_tokens) for t in captured)
+    assert row["env/all/total_ob_tokens"] == sum(len(t.prompt_tokens) for t in captured)
+    assert [e.status for e in events if e.kind == "run.ended"] == ["done"]
