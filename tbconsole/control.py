@@ -45,6 +45,7 @@ class RunControl:
         self._resume = asyncio.Event()
         self._resume.set()
         self._decision: asyncio.Future[str] | None = None
+        self._before_decision = "running"
         self.abort_requested = asyncio.Event()
         self.stop_requested = False
 
@@ -110,24 +111,30 @@ class RunControl:
 
     async def ask(self, step: int | None, group: int | None, default: str, timeout: float | None) -> str:
         """Wait for a decision on a raised error. With no one to ask (timeout 0, headless),
-        the default is taken at once."""
-        previous = self.state
+        the default is taken at once. Groups that fail while a decision is pending (a gateway
+        outage fails every group in flight) share that one decision."""
         loop = asyncio.get_running_loop()
-        self._decision = loop.create_future()
+        pending = self._decision
         decided_by = "console"
-        if timeout == 0:
-            self._decision.set_result(default)
-            decided_by = "headless-default"
-        else:
-            self._set("awaiting_decision", "an error needs a decision: abort or retry_group")
+        if pending is None or pending.done():
+            pending = self._decision = loop.create_future()
+            self._before_decision = self.state if self.state != "awaiting_decision" else "running"
+            if timeout == 0:
+                pending.set_result(default)
+                decided_by = "headless-default"
+            else:
+                self._set("awaiting_decision", "an error needs a decision: abort or retry_group")
         try:
-            decision = await asyncio.wait_for(asyncio.shield(self._decision), timeout)
+            decision = await asyncio.wait_for(asyncio.shield(pending), timeout)
         except TimeoutError:
             decision, decided_by = default, "timeout-default"
-        self._decision = None
+            if not pending.done():
+                pending.set_result(default)
+        if self._decision is pending:
+            self._decision = None
         self._publish(DecisionMade(step=step, group=group, decision=decision, by=decided_by))
         if decision == "retry_group" and self.state == "awaiting_decision":
-            self._set(previous if previous != "awaiting_decision" else "running")
+            self._set(self._before_decision)
         return decision
 
     def finish(self, state: str, reason: str | None = None) -> None:

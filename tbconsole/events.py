@@ -9,12 +9,35 @@ Wire format: ``{"v": SCHEMA_VERSION, "kind": "<kind>", "ts": <unix seconds>, ...
 Readers skip kinds they do not know (newer writer) and lines that are cut short (a crash
 mid-write), so an old console can read a newer run and a partial file never breaks replay.
 Secrets never enter an event: configs pass through ``redact`` first.
+
+Writing survives a full or failing disk (``EventBus``):
+- Each line is appended with one ``os.write`` on an ``O_APPEND`` descriptor. A write that fails
+  or comes up short is cut back (``ftruncate``) to the end of the last whole line, so readers
+  only ever see whole lines, plus at most one cut line where a writer died mid-write; a bus that
+  opens a file ending in a cut line starts its first line on a new line.
+- ``publish`` never raises because of the file: subscribers (console, progress log) still get
+  every event. The first OSError is reported once, through ``on_write_error``, and as one
+  ``LogLine(level="error")`` to subscribers and the file; later failures are only counted.
+- The reserve: with the file, the bus makes ``<log_path>/.events-reserve``, RESERVE_BYTES
+  (256 KiB) allocated with ``posix_fallocate`` (real blocks, not a sparse file). The first
+  "no room" error (ENOSPC, EDQUOT, EFBIG) deletes it and retries the failed line in the space
+  it gave back. After any write error, only run-level kinds (KEPT_WHEN_FAILING) are written, so the
+  freed space is left for the end of the run — error, control.changed, run.ended — instead of
+  trial and request chatter. Anything else that writes to the same filesystem can still take
+  that space first: the reserve makes the final lines likely, not certain. ``close()`` deletes
+  the reserve. If the reserve cannot be made (less than 256 KiB free), the bus does not raise:
+  it reports that error at the first publish, like any other write error.
+- One bus writes a given events.jsonl: the bus tracks the file's end itself. Events published
+  after ``close()`` (e.g. after run.ended) still reach subscribers and are appended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
+import logging
 import os
 import re
 import threading
@@ -170,7 +193,7 @@ class ProxyRequest(Event):
     step: int
     group: int
     trial: str
-    api: str  # openai | anthropic
+    api: str  # openai | anthropic | responses
     stream: bool
     status: int  # HTTP status returned to the agent
     captured: bool
@@ -303,19 +326,56 @@ def redact(value: Any, _key: str = "") -> Any:
 
 Subscriber = Callable[[Event], None]
 
+RESERVE_FILE = ".events-reserve"
+RESERVE_BYTES = 256 * 1024  # room for a few hundred run-level lines: error, control, run.ended
+# What is still written once the file has failed: how the run went and how it ended. Per-trial
+# and per-request events (the bulk of a run) would use up the freed reserve before run.ended.
+KEPT_WHEN_FAILING = frozenset({
+    "run.started", "run.ended", "control.changed", "error.raised", "decision.made",
+    "checkpoint.saved", "step.metrics", "batch.ended", "group.ended", "log",
+})
+# "This filesystem has no room": reported through on_write_error, never raised.
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+_log = logging.getLogger(__name__)
+
 
 class EventBus:
     """Fan-out of events to subscribers and to events.jsonl. Thread-safe; publish never
     blocks on a subscriber's work (subscribers must be quick: post a message, append to a
-    queue)."""
+    queue) and never raises because of the file (see the module docstring).
 
-    def __init__(self, log_path: Path | None = None):
+    ``on_write_error(exc)`` is called once, on the publishing thread and outside the bus's
+    lock (it may publish), with the first OSError the file met; later failures are only
+    counted in ``write_failures``. ``write_error`` keeps that first error, ``unwritten``
+    counts events that are not in the file."""
+
+    def __init__(self, log_path: Path | None = None,
+                 on_write_error: Callable[[OSError], None] | None = None):
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
-        self._file = None
-        if log_path is not None:
-            Path(log_path).mkdir(parents=True, exist_ok=True)
-            self._file = open(Path(log_path) / EVENTS_FILE, "a", encoding="utf-8")
+        self._on_write_error = on_write_error
+        self.path = Path(log_path) / EVENTS_FILE if log_path is not None else None
+        self._fd: int | None = None
+        self._end = 0  # offset just past the last whole line: where a failed write is cut back to
+        self._cut = False  # the file ends in a cut line: the next write starts with "\n"
+        self._reserve: Path | None = None  # the reserve file, while it holds its space
+        self.write_error: OSError | None = None
+        self._unreported: OSError | None = None
+        self.write_failures = 0
+        self.unwritten = 0
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
+            self._reserve = _make_reserve(self.path.parent / RESERVE_FILE)
+        except OSError as exc:
+            # A full disk at start: the bus still works for subscribers and reports the error
+            # through on_write_error at the first publish (the runner's control exists by then).
+            if exc.errno not in NO_ROOM:
+                raise
+            self._failed(exc)
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         with self._lock:
@@ -329,19 +389,134 @@ class EventBus:
         return unsubscribe
 
     def publish(self, event: Event) -> None:
-        line = event.to_json()
+        data = (event.to_json() + "\n").encode()
+        note = None
         with self._lock:
-            if self._file is not None:
-                self._file.write(line + "\n")
-                self._file.flush()
+            self._write(event.kind, data)
+            error, self._unreported = self._unreported, None
+            if error is not None:
+                note = LogLine(level="error", message=self._describe(error))
+                self._write(note.kind, (note.to_json() + "\n").encode())
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             subscriber(event)
+        if note is None:
+            return
+        for subscriber in subscribers:
+            subscriber(note)
+        if self._on_write_error is not None:
+            try:
+                self._on_write_error(error)
+            except Exception as exc:  # e.g. a stop that is already under way: not the bus's to raise
+                _log.warning("on_write_error(%r) raised %r", error, exc)
 
     def close(self) -> None:
+        """Flush events.jsonl to disk and give back the reserve. Never raises for the disk.
+        The bus stays usable: later events still reach subscribers and are appended."""
         with self._lock:
-            if self._file is not None:
-                self._file.flush()
-                os.fsync(self._file.fileno())
-                self._file.close()
-                self._file = None
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                with contextlib.suppress(OSError):  # nothing left to do about it at the end
+                    os.fsync(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._release_reserve()
+
+    # -- the file (all under self._lock) ------------------------------------------------------
+
+    def _open(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            end = os.fstat(fd).st_size
+            # An earlier writer that died mid-line left a cut line: the next line must not be
+            # glued to it.
+            cut = end > 0 and os.pread(fd, 1, end - 1) != b"\n"
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd, self._end, self._cut = fd, end, cut
+
+    def _write(self, kind: str, data: bytes) -> None:
+        if self.path is None:
+            return
+        if self.write_error is not None and kind not in KEPT_WHEN_FAILING:
+            self.unwritten += 1
+            return
+        transient = self._fd is None  # after close() (or a failed open): open, append, close
+        try:
+            if transient:
+                self._open()
+            try:
+                self._append(data)
+            except OSError as exc:
+                if exc.errno not in NO_ROOM or not self._release_reserve():
+                    raise
+                self._failed(exc)
+                self._append(data)  # into the space the reserve held
+        except OSError as exc:
+            self._failed(exc)
+            self.unwritten += 1
+        finally:
+            if transient and self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
+
+    def _append(self, data: bytes) -> None:
+        """One line, whole or not at all: a failed or short write is cut back to the last whole
+        line (should even that fail, the next line starts with a newline of its own)."""
+        if self._cut:
+            data = b"\n" + data
+        done = 0
+        try:
+            while done < len(data):  # one write, unless the disk fills midway or a signal lands
+                done += os.write(self._fd, data[done:])
+        except OSError:
+            if done:
+                try:
+                    os.ftruncate(self._fd, self._end)
+                except OSError:
+                    self._end += done
+                    self._cut = True
+            raise
+        self._end += done
+        self._cut = False
+
+    def _failed(self, exc: OSError) -> None:
+        self.write_failures += 1
+        if self.write_error is None:
+            self.write_error = self._unreported = exc
+
+    def _release_reserve(self) -> bool:
+        reserve, self._reserve = self._reserve, None
+        if reserve is None:
+            return False
+        try:
+            reserve.unlink()
+        except OSError:
+            return False
+        return True
+
+    def _describe(self, exc: OSError) -> str:
+        name = errno.errorcode.get(exc.errno or 0, "")
+        text = f"cannot write {self.path}: {exc.strerror or exc}" + (f" ({name})" if name else "")
+        text += "; from now on only run-level events are written there"
+        if exc.errno in NO_ROOM:
+            text += "; free space or point config.log_path elsewhere"
+        return text
+
+
+def _make_reserve(path: Path) -> Path | None:
+    """RESERVE_BYTES of disk held by a file of their own; None where the filesystem cannot
+    preallocate. Raises OSError when there is no room for it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks, not a sparse file
+    except OSError as exc:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        if exc.errno in NO_ROOM:
+            raise
+        return None
+    os.close(fd)
+    return path

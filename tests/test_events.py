@@ -1,10 +1,15 @@
 """Events: round-trip through events.jsonl, tolerance of damage and newer kinds, redaction."""
 
+import errno
 import json
+import os
 
 from tbconsole.events import (
+    RESERVE_FILE,
+    ControlChanged,
     EventBus,
     GroupEnded,
+    RunEnded,
     RunStarted,
     TrialPhase,
     decode,
@@ -50,3 +55,40 @@ def test_secrets_are_redacted():
     event = RunStarted(run_id="r", log_path="/l", model_name="m", base_url=None, renderer_name=None,
                        total_steps=1, groups_per_batch=1, group_size=1, tasks=[], config=clean)
     assert "tml-" not in event.to_json()
+
+
+def test_events_after_run_ended_and_close_are_delivered_and_written(tmp_path):
+    bus = EventBus(tmp_path)
+    seen = []
+    bus.subscribe(seen.append)
+    events = [RunEnded(status="done", step=3), ControlChanged(state="done")]
+    bus.publish(events[0])
+    bus.close()
+    assert not (tmp_path / RESERVE_FILE).exists()  # close gives the reserve back
+    bus.publish(events[1])
+    bus.close()
+    assert seen == events
+    assert list(read_events(tmp_path / "events.jsonl")) == events
+
+
+def test_a_cut_line_left_by_a_crash_stays_one_cut_line(tmp_path):
+    path = tmp_path / "events.jsonl"
+    good = TrialPhase(step=1, group=0, trial="x", phase="done")
+    path.write_text(good.to_json() + "\n" + good.to_json()[:25])  # a writer died mid-line
+    bus = EventBus(tmp_path)
+    later = TrialPhase(step=1, group=0, trial="y", phase="agent")
+    bus.publish(later)
+    bus.close()
+    assert list(read_events(path)) == [good, later]
+    assert len(path.read_text().splitlines()) == 3  # the cut line alone on its line, not glued to `later`
+
+
+def test_close_does_not_raise_when_fsync_fails(tmp_path, monkeypatch):
+    def fsync(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    bus = EventBus(tmp_path)
+    bus.publish(ControlChanged(state="running"))
+    monkeypatch.setattr(os, "fsync", fsync)
+    bus.close()
+    assert len(list(read_events(tmp_path / "events.jsonl"))) == 1

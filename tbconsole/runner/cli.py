@@ -5,6 +5,7 @@ after the current batch (checkpoint, exit 0), twice aborts."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -52,14 +53,13 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
     """Parse, then run headless. ``materialize(parsed) -> parsed`` may fill in generated
     files before validation; ``prepare(parsed)`` (an async context manager) lets `demo` start
     the local engine around the run."""
-    from tbconsole.runner.options import OptionsError, help_text, parse
+    from tbconsole.runner import preflight
 
     offline.apply_safe_defaults()
-    from tbconsole.engine.registry import register_with_cookbook
-
-    register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
     keys, flags, theme = split_flags(argv)
     if "--help" in flags or "-h" in argv:
+        from tbconsole.runner.options import help_text
+
         print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
         return 0
     unknown = flags - {"--headless", "--help"}
@@ -68,48 +68,99 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
               "options are KEY=VALUE)",
               file=sys.stderr)
         return 2
+    # Before the heavy imports: a dead gateway or a missing key is reported in seconds.
+    default_base_url = (extra_defaults or {}).get("config.base_url")
     try:
-        parsed = parse(keys, extra_defaults)
-        if materialize is not None:
-            parsed = materialize(parsed)
-        from tbconsole.runner.trials import load_template
-        from tbconsole.trial import TrialConfigError
-
-        try:
-            load_template(Path(parsed.args.harbor.trial_config))
-        except TrialConfigError as exc:
-            raise OptionsError(str(exc)) from None
-        from tbconsole.taskset import TaskSetError
-
-        try:
-            parsed.args.config.dataset_builder.task_dirs()
-        except TaskSetError as exc:
-            raise OptionsError(f"config.dataset_builder.tasks_dir: {exc}") from None
-        if parsed.args.harbor.eval_tasks_dir:
-            from tbconsole.taskset import discover
-
-            try:
-                discover(Path(parsed.args.harbor.eval_tasks_dir).expanduser())
-            except TaskSetError as exc:
-                raise OptionsError(f"harbor.eval_tasks_dir: {exc}") from None
-    except OptionsError as exc:
+        preflight.check_api_key(preflight.last_value(keys, "config.base_url") or default_base_url)
+    except preflight.PreflightError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    unreachable = preflight.fast_gateway_check(keys, default_base_url)
+    if unreachable is not None:
+        print(f"error: {unreachable}", file=sys.stderr)
+        return 1
+
+    from tbconsole.runner.options import OptionsError, parse
+
+    from tbconsole.engine.registry import register_with_cookbook
+
+    register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
+    try:
+        parsed = parse(keys, extra_defaults)
+        preflight.check_disk(Path(parsed.args.config.log_path))  # before the demo writes its files there
+        if materialize is not None:
+            parsed = materialize(parsed)
+        _check_before_start(parsed)
+    except (OptionsError, preflight.PreflightError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not print
+    # a traceback per line: the bus reports the disk once and stops the run.
+    logging.raiseExceptions = False
     if "--headless" in flags or not (sys.stdout.isatty() and sys.stdin.isatty()):
         return asyncio.run(_run(parsed, prepare))
     return _run_console(parsed, prepare, theme)
 
 
+def _check_before_start(parsed) -> None:
+    """Everything that can be known wrong before the run starts (OptionsError/PreflightError)."""
+    from tbconsole.runner import preflight
+    from tbconsole.runner.options import OptionsError
+    from tbconsole.runner.trials import load_template
+    from tbconsole.taskset import TaskSetError, discover
+    from tbconsole.trial import TrialConfigError
+
+    args = parsed.args
+    try:
+        template = load_template(Path(args.harbor.trial_config))
+    except TrialConfigError as exc:
+        raise OptionsError(str(exc)) from None
+    try:
+        task_dirs = args.config.dataset_builder.task_dirs()
+    except TaskSetError as exc:
+        raise OptionsError(f"config.dataset_builder.tasks_dir: {exc}") from None
+    environment = template.raw.get("environment") or {}
+    preflight.check_tasks(task_dirs, environment, "config.dataset_builder.tasks_dir")
+    if args.harbor.eval_tasks_dir:
+        try:
+            eval_dirs = discover(Path(args.harbor.eval_tasks_dir).expanduser())
+        except TaskSetError as exc:
+            raise OptionsError(f"harbor.eval_tasks_dir: {exc}") from None
+        preflight.check_tasks(eval_dirs, environment, "harbor.eval_tasks_dir")
+    preflight.check_sandbox(environment)
+
+
+def open_run(log_path: Path):
+    """The run's event bus and control. A disk that fills up mid-run (events.jsonl cannot be
+    written) stops the run cleanly: one message (the bus's), then the usual end, whose last
+    events fit in the bus's reserve."""
+    from tbconsole.control import ControlError, RunControl
+    from tbconsole.events import EventBus, LogLine
+
+    control: RunControl | None = None
+
+    def on_write_error(exc: OSError) -> None:
+        if control is None:
+            return
+        try:
+            control.stop()
+        except ControlError:  # already stopping or ending
+            return
+        bus.publish(LogLine(level="error", message="stopping the run: its folder's disk is full "
+                                                    "(the batch in flight is not trained)"))
+
+    bus = EventBus(log_path, on_write_error=on_write_error)
+    control = RunControl(bus.publish)
+    return bus, control
+
+
 def _run_console(parsed, prepare, theme: str | None) -> int:
     """The run as a worker in the console's own event loop; errors wait for a decision there."""
-    from tbconsole.control import RunControl
-    from tbconsole.events import EventBus
     from tbconsole.runner import train
     from tbconsole.ui.cli import run_console
 
     log_path = Path(parsed.args.config.log_path)
-    bus = EventBus(log_path)
-    control = RunControl(bus.publish)
+    bus, control = open_run(log_path)
 
     async def work():
         if prepare is None:
@@ -130,15 +181,12 @@ def _run_console(parsed, prepare, theme: str | None) -> int:
 
 
 async def _run(parsed, prepare) -> int:
-    from tbconsole.control import RunControl
-    from tbconsole.events import EventBus
     from tbconsole.runner import train
     from tbconsole.runner.health import GatewayUnreachable
     from tbconsole.runner.progress import ProgressLog
 
-    bus = EventBus(Path(parsed.args.config.log_path))
+    bus, control = open_run(Path(parsed.args.config.log_path))
     bus.subscribe(ProgressLog())
-    control = RunControl(bus.publish)
     loop = asyncio.get_running_loop()
     interrupts = 0
 
@@ -160,6 +208,12 @@ async def _run(parsed, prepare) -> int:
         return result.exit_code
     except GatewayUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - one message here, the traceback in the run's log
+        from tbconsole.runner.crashlog import log_traceback
+
+        log_file = log_traceback(Path(parsed.args.config.log_path), exc)
+        print(f"error: {type(exc).__name__}: {str(exc)[:500]} (traceback in {log_file})", file=sys.stderr)
         return 1
     finally:
         loop.remove_signal_handler(signal.SIGINT)

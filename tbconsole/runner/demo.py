@@ -11,7 +11,6 @@ variants every ``config.eval_every`` batches: a run whose reward visibly rises. 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 

@@ -21,10 +21,14 @@ class ProgressLog:
         self.out = out
         self.requests: dict[tuple[int, int], int] = {}
         self._last_health_ok: bool | None = None
+        self.lost = 0  # lines that could not be written
 
     def _print(self, text: str) -> None:
-        self.out.write(f"{time.strftime('%H:%M:%S')}  {text}\n")
-        self.out.flush()
+        try:
+            self.out.write(f"{time.strftime('%H:%M:%S')}  {text}\n")
+            self.out.flush()
+        except OSError:  # stdout redirected to a full disk: the log is lost, the run must go on
+            self.lost += 1
 
     def __call__(self, event: ev.Event) -> None:
         match event:
@@ -61,8 +65,12 @@ class ProgressLog:
             case ev.CheckpointSaved():
                 self._print(f"checkpoint {event.name} at step {event.step}: {event.state_path}")
             case ev.ErrorRaised():
-                self._print(f"ERROR step {event.step} group {event.group} {event.trial}: "
-                            f"{event.exception_type}: {event.message} ({event.trial_dir})")
+                where = " ".join(part for part in (
+                    f"step {event.step}" if event.step is not None else "",
+                    f"group {event.group}" if event.group is not None else "",
+                    event.trial or "") if part)
+                self._print(f"ERROR{' ' + where if where else ''}: {event.exception_type}: {event.message}"
+                            + (f" ({event.trial_dir})" if event.trial_dir else ""))
             case ev.DecisionMade():
                 self._print(f"decision: {event.decision} ({event.by})")
             case ev.ControlChanged():

@@ -8,12 +8,18 @@ trial's captured turns into a ``Trajectory`` and its verifier reward into the gr
 
 A trial that must not be scored (see ``outcomes``) cancels the group's other trials; the
 decision hook then chooses between stopping the run (the recipe's behaviour, and the
-headless default) and retrying the whole group.
+headless default) and retrying the whole group. A gateway that stops answering (the run's
+``GatewayWatch``) cancels every group in flight the same way, before any trial is scored.
+
+Each attempt of a group (first run, retry, a resumed step) claims names no earlier attempt
+used: trial ids, trial folders and the capture folder, so nothing is appended to or written
+beside another attempt's files, and a step's training data comes from exactly one attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +35,7 @@ from tbconsole.control import RunControl
 from tbconsole.events import (
     BatchStarted,
     ErrorRaised,
+    LogLine,
     Event,
     GroupEnded,
     GroupStarted,
@@ -36,7 +43,8 @@ from tbconsole.events import (
     TrialPhase,
 )
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
-from tbconsole.runner.outcomes import Outcome, TrialFailed, classify
+from tbconsole.runner.health import GatewayWatch
+from tbconsole.runner.outcomes import GATEWAY_DOWN, Outcome, TrialFailed, classify, infrastructure_failure
 from tbconsole.runner.trials import TrialTemplate
 
 HARBOR_PHASES = {  # Harbor trial events → the console's phases
@@ -67,7 +75,20 @@ class RunContext:
     max_parallel_trials: int = 4
     decision_timeout: float | None = 0  # 0: headless (take the default at once)
     dataset: Any = None  # HarborDataset, to announce each batch's groups
+    gateway: GatewayWatch | None = None  # None: nobody watches (tests with scripted samplers)
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
+    _groups: set[asyncio.Task] = field(default_factory=set)  # groups running now (any batch)
+
+    async def cancel_groups(self, timeout: float = 120) -> None:
+        """Cancel the groups still running and wait for them (their sandboxes stop), bounded.
+        The cookbook gathers a batch's groups without cancelling the others when one raises;
+        left alone they would run on after the run ended."""
+        current = asyncio.current_task()
+        pending = [t for t in self._groups if t is not current and not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def batch_gate(self, batch: int) -> None:
         """The first group of a batch waits at the boundary (pause); the others share its answer."""
@@ -98,6 +119,14 @@ class HarborRolloutStrategy(RolloutStrategy):
 
     async def execute(self, env_group_builder, policy) -> RolloutResult:
         builder: HarborGroupBuilder = env_group_builder
+        task = asyncio.current_task()
+        self.ctx._groups.add(task)
+        try:
+            return await self._execute(builder, policy)
+        finally:
+            self.ctx._groups.discard(task)
+
+    async def _execute(self, builder: HarborGroupBuilder, policy) -> RolloutResult:
         await self.ctx.batch_gate(builder.batch)
         if not hasattr(policy, "sampling_client"):
             raise TypeError("the recipe samples through a Tinker sampling client (TinkerTokenCompleter)")
@@ -111,6 +140,11 @@ class HarborRolloutStrategy(RolloutStrategy):
                 if decision != "retry_group":
                     raise
                 attempt += 1
+                gateway = self.ctx.gateway
+                if gateway is not None and gateway.down.is_set():
+                    self.ctx.publish(LogLine(level="warning", message=(
+                        f"step {builder.batch} group {builder.group}: retry waits for the gateway to answer")))
+                    await gateway.wait_up()
 
     async def _decide(self, builder: HarborGroupBuilder, failure: TrialFailed) -> str:
         ctx = self.ctx
@@ -136,14 +170,14 @@ async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_clien
     from tbconsole.proxy import CaptureProxy
 
     step, group = builder.batch, builder.group
-    suffix = f"-r{attempt}" if attempt else ""
-    trial_ids = [f"{builder.task_name}.s{step}g{group}t{k}{suffix}" for k in range(builder.group_size)]
+    capture_dir, trial_ids = claim_attempt(ctx, builder, attempt)
+    gateway = ctx.gateway
     proxy = CaptureProxy(
         renderer=ctx.renderer, tokenizer=ctx.tokenizer, sampler=sampling_client,
-        default_max_tokens=ctx.max_tokens,
-        capture_dir=ctx.log_path / "capture" / f"step_{step:06d}" / f"group_{group:03d}{suffix}",
+        default_max_tokens=ctx.max_tokens, capture_dir=capture_dir,
         publish=ctx.publish, step=step, group=group,
         listen_host=ctx.listen_host, advertised_host=ctx.advertised_host,
+        on_sampler_error=(lambda _trial, _exc: gateway.suspect()) if gateway is not None else None,
     )
     await proxy.start()
     runs = [TrialRun(t) for t in trial_ids]
@@ -156,8 +190,10 @@ async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_clien
         limit = asyncio.Semaphore(ctx.max_parallel_trials)
         try:
             async with asyncio.TaskGroup() as tasks:  # first TrialFailed cancels the rest
-                for run in runs:
-                    tasks.create_task(_run_trial(ctx, builder, proxy, run, limit))
+                watch = tasks.create_task(_fail_when_gateway_down(ctx, builder))
+                trials = [tasks.create_task(_run_trial(ctx, builder, proxy, run, limit)) for run in runs]
+                await asyncio.wait(trials)
+                watch.cancel()
         except* TrialFailed as failures:
             first = failures.exceptions[0]
             ctx.publish(GroupEnded(step=step, group=group, rewards=[r.outcome.reward if r.outcome else None for r in runs],
@@ -175,6 +211,44 @@ async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_clien
     return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
 
 
+def claim_attempt(ctx: RunContext, builder: HarborGroupBuilder, attempt: int = 0) -> tuple[Path, list[str]]:
+    """The capture folder and trial ids of a new attempt of this group: the first attempt number
+    (from ``attempt`` on) whose capture folder and trial folders do not exist yet. The capture
+    folder is created here, exclusively, so two attempts can never share it (a resumed step, a
+    retried group, another run writing to the same ``trials_dir``)."""
+    step, group = builder.batch, builder.group
+    step_dir = ctx.log_path / "capture" / f"step_{step:06d}"
+    step_dir.mkdir(parents=True, exist_ok=True)
+    trials_dir = ctx.template.trials_dir(default_trials_dir(ctx, step))
+    for n in itertools.count(attempt):
+        suffix = f"-r{n}" if n else ""  # the first attempt keeps the plain names
+        trial_ids = [f"{builder.task_name}.s{step}g{group}t{k}{suffix}" for k in range(builder.group_size)]
+        if any((trials_dir / t).exists() for t in trial_ids):
+            continue
+        capture_dir = step_dir / f"group_{group:03d}{suffix}"
+        try:
+            capture_dir.mkdir()
+        except FileExistsError:
+            continue
+        return capture_dir, trial_ids
+    raise AssertionError("unreachable")
+
+
+def default_trials_dir(ctx: RunContext, step: int) -> Path:
+    """Where trial folders go when trial.json names no ``trials_dir``."""
+    return ctx.log_path / "trials" / f"step_{step:06d}"
+
+
+async def _fail_when_gateway_down(ctx: RunContext, builder: HarborGroupBuilder) -> None:
+    """Raise (cancelling the group's trials) once the gateway is marked down: a trial whose model
+    calls cannot be answered must not run on to an agent timeout and a score."""
+    if ctx.gateway is None:
+        return
+    await ctx.gateway.down.wait()
+    raise TrialFailed(f"{builder.task_name}.s{builder.batch}g{builder.group}", GATEWAY_DOWN,
+                      ctx.gateway.reason + " The group's trials were cancelled; none was scored.", None)
+
+
 async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun,
                      limit: asyncio.Semaphore) -> None:
     from harbor.trial.hooks import TrialEvent
@@ -186,7 +260,7 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
                                     temperature=ctx.template.proxy.temperature)
         config = ctx.template.config_for(
             builder.task_dir.resolve(), run.trial_id, cred.proxy_url, cred.api_key,
-            default_trials_dir=ctx.log_path / "trials" / f"step_{step:06d}",
+            default_trials_dir=default_trials_dir(ctx, step),
         )
         run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
         started = time.monotonic()
@@ -213,15 +287,18 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
     exc = result.exception_info
     rewards = result.verifier_result.rewards if result.verifier_result else None
     stats = proxy.stats(run.trial_id)
+    run.turns = proxy.turns(run.trial_id)
     outcome = classify(
         exc.exception_type if exc else None, exc.exception_message if exc else None,
-        rewards, ctx.reward_key, context_refused=getattr(stats, "context_refused", False),
+        rewards, ctx.reward_key, context_refused=bool(stats.context_refused),
+        output_limited=bool(run.turns) and run.turns[-1].stop_reason == "length",
     )
-    run.turns = proxy.turns(run.trial_id)
     if outcome.scored and proxy.lost(run.trial_id):
         outcome = Outcome("AgentError", None, "CaptureLost", proxy.lost_reason(run.trial_id) or "a turn was not captured")
     if outcome.scored and any(len(t.logprobs) != len(t.output_tokens) for t in run.turns):
         outcome = Outcome("AgentError", None, "MissingLogprobs", "a sampled turn came without log-probs")
+    if outcome.scored:  # infrastructure wins over whatever Harbor reports after it
+        outcome = infrastructure_failure(stats, calls_model=ctx.template.calls_proxy) or outcome
     run.outcome = outcome
     if not outcome.scored:
         raise _failed(ctx, builder, run, outcome.exception_type or "AgentError", outcome.message or "", started)

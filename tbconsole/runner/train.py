@@ -25,8 +25,19 @@ from tinker_cookbook.rl import train as rl_train
 from tinker_cookbook.utils import ml_log
 
 from tbconsole.control import ControlInbox, RunControl
-from tbconsole.events import BatchEnded, CheckpointSaved, EventBus, LogLine, RunEnded, RunStarted, StepMetrics, redact
+from tbconsole.events import (
+    BatchEnded,
+    CheckpointSaved,
+    ErrorRaised,
+    EventBus,
+    LogLine,
+    RunEnded,
+    RunStarted,
+    StepMetrics,
+    redact,
+)
 from tbconsole.runner import health
+from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
@@ -51,6 +62,31 @@ class EventMetricsLogger(ml_log.Logger):
         self.publish(row)
         if not row.evaluation_only:  # the cookbook logs a step's row once it is trained
             self.publish(BatchEnded(step=step))
+
+
+class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
+    """The cookbook's checkpoint manager, publishing a ``CheckpointSaved`` for every save it makes
+    (periodic ones happen inside the cookbook's loop, so this is the one place to see them)."""
+
+    def __init__(self, *args: Any, publish, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._publish_event = publish
+
+    def _saved(self, step: int, name: str, paths: dict[str, str] | None) -> None:
+        paths = paths or {}
+        self._publish_event(CheckpointSaved(step=step, name=name, state_path=paths.get("state_path"),
+                                            sampler_path=paths.get("sampler_path")))
+
+    async def save_periodic_async(self, step: int, loop_state: dict[str, Any]) -> dict[str, str]:
+        paths = await super().save_periodic_async(step, loop_state)
+        self._saved(step, f"{step:06d}", paths)
+        return paths
+
+    async def save_final_async(self, loop_state: dict[str, Any]) -> dict[str, str]:
+        paths = await super().save_final_async(loop_state)
+        step = int(loop_state.get("batch", -1))
+        self._saved(step, "final", paths)
+        return paths
 
 
 @dataclass
@@ -89,6 +125,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         template=template, max_tokens=config.max_tokens, reward_key=harbor.reward_key,
         listen_host=harbor.listen_host, advertised_host=harbor.advertised_host,
         max_parallel_trials=harbor.max_parallel_trials_per_group, decision_timeout=decision_timeout,
+        gateway=health.GatewayWatch(base_url, publish),
     )
     # The recipe's rollout strategy goes straight to the loop (not into the config, which the
     # cookbook deep-copies for config.json).
@@ -124,11 +161,11 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     ctx.dataset = dataset
     num_batches = len(dataset)
     end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
-    checkpoint_mgr = checkpoint_utils.CheckpointManager(
+    checkpoint_mgr = PublishingCheckpointManager(
         training_client=training_client, service_client=service_client, log_path=config.log_path,
         save_every=config.save_every, ttl_seconds=config.ttl_seconds,
         rolling_save_every=config.rolling_save_every, rolling_ttl_seconds=config.rolling_ttl_seconds,
-        store=ml_logger.store,
+        store=ml_logger.store, publish=publish,
     )
     publish(RunStarted(
         run_id=uuid.uuid4().hex[:12], log_path=str(log_path), model_name=config.model_name,
@@ -145,7 +182,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     # collector, whose full passes over them would otherwise stall every proxied request.
     gc.freeze()
     inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
-    background = [asyncio.create_task(inbox.run()), asyncio.create_task(health.monitor(base_url, publish))]
+    background = [asyncio.create_task(inbox.run()), asyncio.create_task(ctx.gateway.run())]
     training = asyncio.create_task(rl_train.do_sync_training(
         start_batch=start_batch, end_batch=end_batch, num_batches=end_batch, config=config,
         training_client=training_client, kl_reference_client=kl_reference_client, evaluators=evaluators,
@@ -161,19 +198,24 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
             await asyncio.gather(training, return_exceptions=True)
             result = RunResult("aborted", ctx.last_batch if ctx.last_batch is not None else start_batch, "aborted by request")
         else:
-            result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, publish)
+            result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch)
             if result.status == "done" and evaluators and config.eval_every > 0 and start_batch < end_batch:
                 await _final_evaluation(evaluators, service_client, result.sampler_path, ml_logger, end_batch)
+    except Exception as exc:  # noqa: BLE001 - a training-side failure ends the run with a message
+        result = _failed_run(exc, ctx, start_batch, publish)
     finally:
+        await ctx.cancel_groups()  # siblings of a group that raised must not outlive the run
         for task in (*background, aborted):
             task.cancel()
+        await asyncio.gather(*background, aborted, return_exceptions=True)
         ml_logger.close()
+    await _close_session(service_client, result.status)
     control.finish("done" if result.status in ("done", "stopped") else "failed", result.message)
     publish(RunEnded(status=result.status, step=result.step, message=result.message))
     return result
 
 
-async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, publish) -> RunResult:
+async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch) -> RunResult:
     try:
         training.result()
     except StopRun:
@@ -182,9 +224,7 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
             return RunResult("aborted", batch, "aborted by request")
         # Stop: batch-1 was trained; checkpoint so a rerun of the same command resumes at `batch`.
         if not checkpoint_mgr.should_save_periodic(batch):
-            paths = await checkpoint_mgr.save_periodic_async(step=batch, loop_state={"batch": batch})
-            publish(CheckpointSaved(step=batch, name=f"{batch:06d}", state_path=paths.get("state_path"),
-                                    sampler_path=paths.get("sampler_path")))
+            await checkpoint_mgr.save_periodic_async(step=batch, loop_state={"batch": batch})
         await checkpoint_mgr.finalize_async()
         return RunResult("stopped", batch, f"stopped cleanly before batch {batch}")
     except TrialFailed as failure:
@@ -193,11 +233,45 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
     if start_batch < end_batch:
         paths = await checkpoint_mgr.save_final_async(loop_state={"batch": end_batch})
         sampler_path = paths.get("sampler_path")
-        publish(CheckpointSaved(step=end_batch, name="final", state_path=paths.get("state_path"),
-                                sampler_path=sampler_path))
     else:
         await checkpoint_mgr.finalize_async()
     return RunResult("done", end_batch, None, sampler_path)
+
+
+def _failed_run(exc: Exception, ctx: RunContext, start_batch: int, publish) -> RunResult:
+    """A failure outside the trials (a training call the gateway did not answer after the SDK's
+    retries, a checkpoint that could not be written): one error event and a message that says
+    what to do; the traceback goes to the run's logs.log only."""
+    log_traceback(ctx.log_path, exc)
+    step = ctx.last_batch if ctx.last_batch is not None else start_batch
+    reason = f"{type(exc).__name__}: {str(exc)[:500]}"
+    if _is_connection_error(exc):
+        hint = (f"the gateway at {ctx.gateway.base_url if ctx.gateway else 'config.base_url'} stopped answering "
+                "during training. Start it again, then rerun the same command: the run resumes from its "
+                "last checkpoint.")
+    else:
+        hint = (f"see {ctx.log_path / 'logs.log'} for the traceback; rerun the same command to resume from "
+                "the last checkpoint.")
+    publish(ErrorRaised(step=step, group=None, trial=None, exception_type=type(exc).__name__,
+                        message=f"{reason} — {hint}", trial_dir=None, decision_needed=False))
+    return RunResult("failed", step, f"{reason}: {hint}")
+
+
+async def _close_session(service_client: tinker.ServiceClient, status: str, timeout: float = 5) -> None:
+    """Finish the run's session, so the gateway can let go of its live state (the local engine
+    deletes its journal). Bounded: a dead gateway must not hold the run's end."""
+    reason = {"done": "success", "stopped": "success", "aborted": "interrupted"}.get(status, "errored")
+    try:
+        await asyncio.wait_for(_ready(service_client.close(reason, detail=f"run {status}")), timeout)
+    except Exception as exc:  # noqa: BLE001 - the run has ended either way
+        logger.info("closing the session failed: %s", exc)
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    import aiohttp
+
+    return isinstance(exc, (tinker.APIConnectionError, tinker.APITimeoutError, aiohttp.ClientConnectionError,
+                            ConnectionError))
 
 
 async def _final_evaluation(evaluators, service_client, sampler_path, ml_logger, end_batch) -> None:

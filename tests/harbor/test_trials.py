@@ -3,7 +3,6 @@
 import asyncio
 import json
 import subprocess
-import tempfile
 import sys
 import textwrap
 from pathlib import Path
@@ -18,16 +17,6 @@ from tbconsole.trial import build_trial_config, run_trial
 pytestmark = pytest.mark.root
 
 BUNDLED = discover(BUNDLED_TASKS_DIR)
-
-
-@pytest.fixture
-def sandbox_root() -> Path:
-    base = Path("/var/tmp/tbconsole-test-sandboxes")
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(dir=base))
-    yield path
-    assert not any(path.iterdir()), f"sandbox folders left behind: {list(path.iterdir())}"
-    path.rmdir()
 
 
 def _config(task_dir: Path, agent: str, trials_dir: Path, sandbox_root: Path):

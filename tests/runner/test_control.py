@@ -60,6 +60,19 @@ async def test_decisions_headless_default_and_console_answer():
     assert [(m.decision, m.by) for m in made] == [("abort", "headless-default"), ("retry_group", "console")]
 
 
+async def test_groups_failing_together_share_one_decision():
+    """A gateway outage fails every group in flight: one question, one answer for all of them."""
+    control, seen = _control()
+    asking = [asyncio.create_task(control.ask(0, g, default="abort", timeout=None)) for g in range(3)]
+    await asyncio.sleep(0.01)
+    assert [e.state for e in seen if e.kind == "control.changed"].count("awaiting_decision") == 1
+    control.decide("retry_group")
+    assert await asyncio.gather(*asking) == ["retry_group"] * 3
+    assert control.state == "running"
+    with pytest.raises(ControlError):
+        control.decide("abort")  # answered: nothing pending any more
+
+
 async def test_commands_from_another_process_reach_the_run(tmp_path):
     control, _ = _control()
     errors = []

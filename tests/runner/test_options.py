@@ -1,6 +1,7 @@
 """The recipe's command line: every seed key, the seed's rules, one clear error each."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ import pytest
 
 from tbconsole.runner.options import OptionsError, parse, resolve_renderer_name
 from tbconsole.taskset import BUNDLED_TASKS_DIR
+from healthz_server import healthz_server
 
 SEED_ARGS = [
     "config.base_url=http://127.0.0.1:10613",
@@ -61,9 +63,9 @@ def test_renderer_defaults_to_the_cookbook_recommendation():
     assert resolve_renderer_name(parsed.args.config) == "qwen3_5"
 
 
-def _train(*args, cwd):
+def _train(*args, cwd, env=None):
     return subprocess.run([sys.executable, "-m", "tbconsole", "train", *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd)
+                          text=True, timeout=120, cwd=cwd, env=env)
 
 
 def test_cli_help_lists_every_option(tmp_path):
@@ -85,10 +87,13 @@ def test_cli_bad_input_exits_2_and_starts_nothing(tmp_path):
         ([f"harbor.trial_config={tmp_path / 'missing.json'}"], "does not exist"),
         (["config.dataset_builder.tasks_dir=/no/such/dir"], "does not exist"),
     ]
-    for extra, message in cases:
-        args = base + [f"config.log_path={log}", f"harbor.trial_config={trial}",
-                       f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}"] + extra
-        proc = _train(*args, cwd=tmp_path)
-        assert proc.returncode == 2, proc.stderr
-        assert message in proc.stderr and "Traceback" not in proc.stderr
-        assert not log.exists(), "nothing may start on a usage error"
+    env = {**os.environ, "TINKER_API_KEY": "tml-test"}
+    with healthz_server() as base_url:  # the gateway probe comes first: let it pass
+        for extra, message in cases:
+            args = [a for a in base if not a.startswith("config.base_url")] + [
+                f"config.base_url={base_url}", f"config.log_path={log}", f"harbor.trial_config={trial}",
+                f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}"] + extra
+            proc = _train(*args, cwd=tmp_path, env=env)
+            assert proc.returncode == 2, proc.stderr
+            assert message in proc.stderr and "Traceback" not in proc.stderr
+            assert not log.exists(), "nothing may start on a usage error"

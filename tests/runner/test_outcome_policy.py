@@ -2,8 +2,9 @@
 the capture path: what is scored, what raises, and that a raise cancels the group."""
 
 import asyncio
+import contextlib
+import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -19,16 +20,6 @@ from tbconsole.sandbox.namespace import BASE_PATH
 from tests_support import pids_with
 
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture
-def sandbox_root():
-    base = Path("/var/tmp/tbconsole-test-sandboxes")
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(dir=base))
-    yield path
-    assert not any(path.iterdir()), f"sandbox folders left behind: {list(path.iterdir())}"
-    path.rmdir()
 
 
 def make_task(root: Path, name: str, *, solve: str, test: str, agent_timeout: float = 60) -> Path:
@@ -207,7 +198,7 @@ async def test_headless_decision_stops_and_console_can_retry(tmp_path, sandbox_r
 
 async def test_lost_capture_raises(tmp_path, sandbox_root):
     """mini-swe-agent really calls the model; its turn cannot be persisted (the capture folder
-    is a file), so the trial must not be scored."""
+    sits on a full disk), so the trial must not be scored."""
     import tinker
 
     from tbconsole.engine.embedded import EmbeddedEngine
@@ -221,14 +212,20 @@ async def test_lost_capture_raises(tmp_path, sandbox_root):
     environment = {"import_path": "tbconsole.sandbox:LocalSandbox",
                    "kwargs": {"root": str(sandbox_root), "host_paths": [str(venv)]}}
     ctx, seen = context(tmp_path, sandbox_root, agent=agent, environment=environment)
-    blocked = ctx.log_path / "capture" / "step_000000" / "group_000"
-    blocked.parent.mkdir(parents=True)
-    blocked.write_text("not a folder")
-    with EmbeddedEngine(data_dir=str(tmp_path / "engine")) as engine:
-        service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
-        training = await service.create_lora_training_client_async("tbconsole/qwen3-tiny", rank=4)
-        sampler = await training.save_weights_and_get_sampling_client_async()
-        with pytest.raises(TrialFailed) as failure:
-            await run_group(ctx, group(task, size=1), sampling_client=sampler)
+    full = ctx.log_path / "capture"
+    full.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True)
+    try:
+        with open(full / "filler", "wb") as filler:  # fill the disk: folders still fit, data does not
+            with contextlib.suppress(OSError):
+                filler.write(b"x" * (1 << 20))
+        with EmbeddedEngine(data_dir=str(tmp_path / "engine")) as engine:
+            service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
+            training = await service.create_lora_training_client_async("tbconsole/qwen3-tiny", rank=4)
+            sampler = await training.save_weights_and_get_sampling_client_async()
+            with pytest.raises(TrialFailed) as failure:
+                await run_group(ctx, group(task, size=1), sampling_client=sampler)
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)
     assert failure.value.exception_type == "CaptureLost"
     assert any(e.kind == "proxy.capture_lost" for e in seen)

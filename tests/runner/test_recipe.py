@@ -14,6 +14,7 @@ import pytest
 from tbconsole.control import ControlClient
 from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
+from tests_support import sandbox_cgroups_of
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -89,6 +90,9 @@ def test_stop_cleanly_then_rerun_resumes_at_the_next_batch(tmp_path):
 
 
 def test_abort_keeps_captures_and_events(tmp_path):
+    from tbconsole.sandbox.namespace import DEFAULT_ROOT
+
+    before = set(DEFAULT_ROOT.iterdir()) if DEFAULT_ROOT.exists() else set()
     log = tmp_path / "run"
     proc = _demo(log, "config.max_steps=1")
     _wait_for(log, "proxy.request")
@@ -103,3 +107,6 @@ def test_abort_keeps_captures_and_events(tmp_path):
     captured = [t for f in (log / "capture").rglob("*.jsonl") for t in read_capture(f)]
     assert requests and len(captured) >= len(requests)
     assert not (log / "metrics.jsonl").exists() or not (log / "metrics.jsonl").read_text().strip()
+    # A double Ctrl-C leaves no sandbox behind: no folder, no cgroup.
+    assert set(DEFAULT_ROOT.iterdir()) - before == set()
+    assert sandbox_cgroups_of(proc.pid) == []

@@ -1,0 +1,24 @@
+"""Tracebacks of failures the run reports as one message: they go to ``<log_path>/logs.log``
+(beside the cookbook's own log lines), never to the terminal."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+
+LOG_FILE = "logs.log"
+
+
+def log_traceback(log_path: Path, exc: BaseException, what: str = "the run failed") -> Path:
+    """Append ``exc``'s traceback to the run's log file and return its path (best effort: a
+    full disk must not turn one message into a second failure)."""
+    log_file = Path(log_path) / LOG_FILE
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "a", encoding="utf-8") as handle:
+            handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ERROR {what}\n")
+            handle.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        pass
+    return log_file

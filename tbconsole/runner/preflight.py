@@ -1,0 +1,108 @@
+"""Checks that refuse a run before anything starts: each failure is one message that says what
+to do (``PreflightError``, exit 2; an unreachable gateway exits 1 like any outage).
+
+``fast_gateway_check`` runs before the heavy imports (the cookbook, torch, Harbor take ~9 s),
+so a dead gateway is reported within seconds of the command starting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+EMBEDDED = "embedded"  # the demo's placeholder for the in-process engine (runner.demo)
+MAX_LISTED = 5
+
+
+class PreflightError(ValueError):
+    """The run cannot start as configured; the message says what to do."""
+
+
+def last_value(keys: list[str], name: str) -> str | None:
+    """The value of ``name=…`` among KEY=VALUE arguments (the last one wins, as in chz)."""
+    value = None
+    for item in keys:
+        key, sep, rest = item.partition("=")
+        if sep and key == name:
+            value = rest
+    return value
+
+
+def fast_gateway_check(keys: list[str], default_base_url: str | None = None) -> str | None:
+    """Probe an explicitly named gateway (``config.base_url=`` or ``TINKER_BASE_URL``) before
+    anything heavy is imported. Returns an error message, or None when it answers or none was
+    named (the run probes the SDK's default itself)."""
+    base_url = last_value(keys, "config.base_url") or default_base_url or os.environ.get("TINKER_BASE_URL")
+    if not base_url or base_url in (EMBEDDED, "None"):
+        return None
+    from tbconsole.runner.health import probe, unreachable_message
+
+    base_url = base_url.rstrip("/")
+    error = asyncio.run(probe(base_url)).error
+    return None if error is None else unreachable_message(base_url, error)
+
+
+def check_api_key(base_url: str | None) -> None:
+    """The SDK refuses to start without ``TINKER_API_KEY``; say so before anything starts."""
+    if base_url == EMBEDDED or os.environ.get("TINKER_API_KEY"):
+        return
+    raise PreflightError(
+        "TINKER_API_KEY is not set. Export the key of your Tinker account or gateway "
+        "(export TINKER_API_KEY=tml-…); the local engine (tbconsole engine) accepts any tml- key, "
+        "e.g. TINKER_API_KEY=tml-local.")
+
+
+def check_tasks(task_dirs: list[Path], environment: dict, option: str) -> None:
+    """Every task must be runnable where its trials will run: the same rule ``tbconsole tasks``
+    prints. The local sandbox cannot build or pull a container image; no environment can score a
+    task without ``tests/test.sh``."""
+    from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
+    from tbconsole.taskset import TaskSetError, load
+
+    local = environment.get("import_path") == LOCAL_SANDBOX and not environment.get("type")
+    refused: list[str] = []
+    for task_dir in task_dirs:
+        try:
+            info = load(task_dir)
+        except TaskSetError as exc:
+            refused.append(str(exc))
+            continue
+        if not info.has_tests:
+            refused.append(f"{info.path.name}: {info.local_note}")
+        elif local and not info.runs_locally:
+            refused.append(f"{info.path.name}: {info.local_note}, which the local sandbox cannot run")
+    if not refused:
+        return
+    shown = "; ".join(refused[:MAX_LISTED]) + (f"; and {len(refused) - MAX_LISTED} more" if len(refused) > MAX_LISTED
+                                                else "")
+    where = "the local sandbox" if local else "the configured environment"
+    raise PreflightError(
+        f"{option}: {len(refused)} of {len(task_dirs)} tasks cannot run in {where}: {shown}. "
+        + ("Set an environment that runs container images in trial.json (e.g. \"environment\": "
+           "{\"type\": \"docker\"} or e2b), or point " + option + " at tasks that run locally. "
+           if local else f"Fix those task folders or leave them out of {option}. ")
+        + "'tbconsole tasks DIR' lists every task with what it needs.")
+
+
+def check_sandbox(environment: dict) -> None:
+    from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
+
+    if environment.get("import_path") != LOCAL_SANDBOX or environment.get("type"):
+        return
+    from tbconsole.sandbox.namespace import SandboxUnavailable, preflight
+
+    try:
+        preflight()
+    except SandboxUnavailable as exc:
+        raise PreflightError(str(exc)) from None
+
+
+def check_disk(log_path: Path) -> None:
+    """Refuse a run whose folder's disk is (nearly) full, with what is free and what is needed."""
+    from tbconsole.diskspace import DiskSpaceError, check_free
+
+    try:
+        check_free(log_path)
+    except DiskSpaceError as exc:
+        raise PreflightError(str(exc)) from None

@@ -1,0 +1,232 @@
+"""The recipe's promises under real faults, with real processes: the engine killed mid-batch,
+the run killed with SIGKILL and resumed, tasks that cannot run here, no key, a dead gateway."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tbconsole.events import read_events
+from tbconsole.proxy import read_capture
+from healthz_server import healthz_server
+
+SMALL = ["config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
+         "config.max_tokens=64", "config.eval_every=0", "config.max_steps=1"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TINKER_API_KEY"}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _events(log: Path) -> list:
+    path = log / "events.jsonl"
+    return list(read_events(path)) if path.exists() else []
+
+
+def _wait_for(log: Path, kind: str, proc: subprocess.Popen, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [e for e in _events(log) if e.kind == kind]
+        if found:
+            return found[0]
+        assert proc.poll() is None, f"the run ended before any {kind}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {kind} event within {timeout} s")
+
+
+def _tbconsole(*args: str, env: dict, cwd: Path | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tbconsole", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_reason(tmp_path):
+    port = _free_port()
+    engine = _tbconsole("engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent",
+                        "--data-dir", str(tmp_path / "engine"), env=_env())
+    log = tmp_path / "run"
+    run = None
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
+            time.sleep(0.2)
+        run = _tbconsole("demo", "--headless", f"config.base_url=http://127.0.0.1:{port}",
+                         f"config.log_path={log}", *SMALL, env=_env(TINKER_API_KEY="tml-local"))
+        _wait_for(log, "group.started", run)
+        engine.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        out, _ = run.communicate(timeout=240)
+        took = time.monotonic() - killed
+    finally:
+        for proc in (engine, run):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert run.returncode == 1, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    events = _events(log)
+    assert [e for e in events if e.kind == "trial.ended" and e.scored] == [], "a trial was scored"
+    errors = [e for e in events if e.kind == "error.raised"]
+    assert errors and errors[0].exception_type in ("GatewayUnavailable", "ModelCallFailed"), errors
+    assert [e.decision for e in events if e.kind == "decision.made"] == ["abort"]
+    ended = [e for e in events if e.kind == "run.ended"]
+    assert len(ended) == 1 and ended[0].status == "failed" and "gateway" in ended[0].message.lower()
+    assert took < 120, f"the run took {took:.0f} s to end after the engine died"
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
+    log = tmp_path / "run"
+    args = ("demo", "--headless", f"config.log_path={log}", *SMALL)
+    first = _tbconsole(*args, env=_env())
+    try:
+        deadline = time.monotonic() + 300
+        while not any(e.kind == "proxy.request" and e.captured for e in _events(log)):
+            assert first.poll() is None and time.monotonic() < deadline, "no captured turn"
+            time.sleep(0.2)
+    finally:
+        first.kill()  # SIGKILL: no cleanup at all
+        first.wait()
+    second = _tbconsole(*args, env=_env())
+    out, _ = second.communicate(timeout=600)
+    assert second.returncode == 0, out[-3000:]
+    step_dir = log / "capture" / "step_000000"
+    assert sorted(p.name for p in step_dir.iterdir()) == ["group_000", "group_000-r1"]
+    for path in step_dir.rglob("*.jsonl"):
+        turns = [t.turn for t in read_capture(path)]
+        assert turns == list(range(len(turns))), f"{path.name} mixes attempts: {turns}"
+    fresh = [t for p in sorted((step_dir / "group_000-r1").glob("*.jsonl")) for t in read_capture(p)]
+    metrics = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0]
+    assert sum(len(t.output_tokens) for t in fresh) == metrics[0]["env/all/total_ac_tokens"]
+    events = _events(log)
+    resumed = max(i for i, e in enumerate(events) if e.kind == "run.started")
+    trials = {e.trial for e in events[resumed:] if e.kind == "trial.ended"}
+    assert trials and all(t.endswith("-r1") for t in trials)
+
+
+def _train(tmp_path: Path, *extra: str, env: dict) -> subprocess.CompletedProcess:
+    trial = tmp_path / "trial.json"
+    trial.write_text(json.dumps({"agent": {"name": "oracle"}}))
+    args = ["config.model_name=tbconsole/qwen3-tiny", "config.learning_rate=1e-4", "config.max_tokens=64",
+            f"config.log_path={tmp_path / 'run'}",
+            f"harbor.trial_config={trial}", *extra]
+    return subprocess.run([sys.executable, "-m", "tbconsole", "train", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_task_folders_that_need_container_images_are_refused_before_anything_starts(tmp_path, tb2_sample):
+    with healthz_server() as base_url:
+        proc = _train(tmp_path, f"config.base_url={base_url}", f"config.dataset_builder.tasks_dir={tb2_sample}",
+                      env=_env(TINKER_API_KEY="tml-test"))
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot run in the local sandbox" in proc.stderr and "tbconsole tasks" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists(), "nothing may start"
+
+
+def test_a_missing_api_key_is_one_message(tmp_path):
+    proc = _train(tmp_path, "config.base_url=http://127.0.0.1:9", "config.dataset_builder.tasks_dir=/x",
+                  env=_env())
+    assert proc.returncode == 2
+    assert "TINKER_API_KEY is not set" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_dead_gateway_is_reported_within_seconds(tmp_path):
+    started = time.monotonic()
+    proc = _train(tmp_path, f"config.base_url=http://127.0.0.1:{_free_port()}",
+                  "config.dataset_builder.tasks_dir=/x", env=_env(TINKER_API_KEY="tml-test"))
+    took = time.monotonic() - started
+    assert proc.returncode == 1
+    assert "is not answering" in proc.stderr and "Traceback" not in proc.stderr
+    assert took < 3, f"{took:.1f} s"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Mount a tmpfs of the given size on a fresh folder (unmounted at teardown)."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        where = tmp_path / f"disk{len(mounted)}"
+        where.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]).returncode:
+            pytest.skip("cannot mount a tmpfs here")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _fill(disk: Path) -> None:
+    """Take every free block of ``disk``."""
+    with open(disk / "filler", "wb") as handle:
+        chunk = 8 << 20
+        offset = 0
+        while True:
+            try:
+                os.posix_fallocate(handle.fileno(), offset, chunk)
+            except OSError:
+                if chunk <= 4096:
+                    return
+                chunk //= 2
+                continue
+            offset += chunk
+
+
+@pytest.mark.root
+def test_a_full_disk_at_start_is_refused_with_what_is_free_and_needed(tmp_path, tmpfs):
+    disk = tmpfs("2m")
+    proc = subprocess.run([sys.executable, "-m", "tbconsole", "demo", "--headless",
+                           f"config.log_path={disk / 'run'}", *SMALL],
+                          capture_output=True, text=True, timeout=120, env=_env())
+    assert proc.returncode == 2, proc.stderr
+    assert "not enough disk space" in proc.stderr and "free" in proc.stderr and "needed" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (disk / "run").exists() or not any((disk / "run").iterdir())
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_disk_that_fills_mid_run_stops_it_with_one_message_and_whole_events(tmp_path, tmpfs):
+    disk = tmpfs("700m")
+    log = disk / "run"
+    run = _tbconsole("demo", "--headless", f"config.log_path={log}", *SMALL, env=_env())
+    try:
+        _wait_for(log, "group.started", run)
+        _fill(disk)
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert "Traceback" not in out, out[-3000:]
+    assert out.count("cannot write") == 1, out[-3000:]
+    assert run.returncode == 1, out[-3000:]
+    lines = (log / "events.jsonl").read_text().splitlines()
+    assert all(json.loads(line) for line in lines), "only whole lines"
+    assert json.loads(lines[-1])["kind"] == "run.ended"
+    states = [e.state for e in _events(log) if e.kind == "control.changed"]
+    assert "stopping" in states, states

@@ -1,0 +1,278 @@
+"""Infrastructure failures are never scored, and attempts never mix: real Harbor trials in the
+local sandbox, the real mini-swe-agent calling the real capture proxy, the local engine reached
+through a loopback relay that the tests cut and restore (a gateway outage with its state kept)."""
+
+import asyncio
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tbconsole.events import TrialEnded
+from tbconsole.proxy import read_capture
+from tbconsole.runner.health import GatewayWatch
+from tbconsole.runner.outcomes import GATEWAY_DOWN, MODEL_CALL_FAILED, NO_MODEL_CALL, TrialFailed
+from tbconsole.runner.rollout import HarborRolloutStrategy, run_group
+from tbconsole.sandbox.namespace import BASE_PATH
+from test_outcome_policy import context, group, make_task
+
+pytestmark = pytest.mark.root
+
+
+def agent_config(timeout: float = 60) -> dict:
+    venv = Path(sys.prefix)
+    return {"name": "mini-swe-agent", "model_name": "openai/policy", "override_timeout_sec": timeout,
+            "env": {"OPENAI_BASE_URL": "{proxy_url}/v1", "OPENAI_API_KEY": "{proxy_api_key}",
+                    "MSWEA_COST_TRACKING": "ignore_errors", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                    "PATH": f"{venv / 'bin'}:{BASE_PATH}"},
+            "kwargs": {"max_tokens": 16, "skip_install": True, "config": {"agent": {"step_limit": 1}}}}
+
+
+def environment(sandbox_root) -> dict:
+    return {"import_path": "tbconsole.sandbox:LocalSandbox",
+            "kwargs": {"root": str(sandbox_root), "host_paths": [sys.prefix]}}
+
+
+def scored(seen) -> list[TrialEnded]:
+    return [e for e in seen if isinstance(e, TrialEnded) and e.scored]
+
+
+class Relay:
+    """A loopback TCP relay in front of the engine, on its own thread and event loop (the SDK
+    blocks the caller's loop in places): ``cut()`` refuses and drops every connection (the
+    gateway is unreachable), ``restore()`` listens again on the same port."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = 0
+        self._server = None
+        self._writers: set = set()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._call(self._listen())
+
+    restore = start
+
+    def cut(self) -> None:
+        self._call(self._cut())
+
+    def close(self) -> None:
+        self.cut()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._pipe, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _cut(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for writer in self._writers:
+            writer.transport.abort()
+        self._writers.clear()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def _pipe(self, reader, writer) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def copy(src, dst):
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer))
+
+
+class Policy:
+    def __init__(self, sampling_client):
+        self.sampling_client = sampling_client
+
+
+async def test_resumed_or_rerun_steps_never_share_names_or_files(tmp_path, sandbox_root):
+    """The same group run twice (a resumed step), and a fixed trials_dir holding another run's
+    folder: every attempt gets its own trial ids, trial folders and capture folder."""
+    task = make_task(tmp_path, "ok", solve="echo done > /app/out\n", test="echo 1 > /logs/verifier/reward.txt\n")
+    fixed = tmp_path / "harbor-trials"
+    (fixed / "ok.s0g0t0").mkdir(parents=True)  # left there by an earlier run
+    (fixed / "ok.s0g0t0" / "exception.txt").write_text("an earlier run's failure")
+    ctx, seen = context(tmp_path, sandbox_root)
+    ctx.template.raw["trials_dir"] = str(fixed)
+    await run_group(ctx, group(task), sampling_client=None)
+    ctx2, seen2 = context(tmp_path, sandbox_root)  # same log_path: the step runs again
+    ctx2.template.raw["trials_dir"] = str(fixed)
+    await run_group(ctx2, group(task), sampling_client=None)
+    first = [e.trial for e in seen if isinstance(e, TrialEnded)]
+    second = [e.trial for e in seen2 if isinstance(e, TrialEnded)]
+    assert sorted(first) == ["ok.s0g0t0-r1", "ok.s0g0t1-r1"]
+    assert sorted(second) == ["ok.s0g0t0-r2", "ok.s0g0t1-r2"]
+    for trial in first + second:
+        assert not (fixed / trial / "exception.txt").exists()
+        assert (fixed / trial / "result.json").exists()
+    captures = sorted(p.name for p in (ctx.log_path / "capture" / "step_000000").iterdir())
+    assert captures == ["group_000-r1", "group_000-r2"]
+
+
+async def test_an_unreachable_proxy_url_is_not_scored(tmp_path, sandbox_root):
+    """The agent cannot reach {proxy_url} (advertised on an address nothing listens on): its
+    trial ends with no model call and must raise, not score 0."""
+    task = make_task(tmp_path, "talk", solve="true\n", test="echo 0 > /logs/verifier/reward.txt\n",
+                     agent_timeout=20)
+    ctx, seen = context(tmp_path, sandbox_root, agent=agent_config(timeout=20), environment=environment(sandbox_root))
+    ctx.advertised_host = "127.0.0.2"  # loopback, but the proxy listens on 127.0.0.1 only
+    with pytest.raises(TrialFailed) as failure:
+        await asyncio.wait_for(run_group(ctx, group(task, size=1), sampling_client=None), 120)
+    assert failure.value.exception_type == NO_MODEL_CALL
+    assert "no request reached the capture proxy" in failure.value.message
+    assert scored(seen) == []
+
+
+async def test_a_gateway_outage_mid_group_is_never_scored_and_a_retry_trains_a_fresh_attempt(
+        tmp_path, sandbox_root):
+    import tinker
+
+    from tbconsole.engine.embedded import EmbeddedEngine
+
+    task = make_task(tmp_path, "talk", solve="true\n", test="echo 1 > /logs/verifier/reward.txt\n")
+    ctx, seen = context(tmp_path, sandbox_root, agent=agent_config(), environment=environment(sandbox_root))
+    ctx.decision_timeout = None  # someone is there to decide
+    with EmbeddedEngine(data_dir=str(tmp_path / "engine")) as engine:
+        relay = Relay(engine.port)
+        relay.start()
+        service = tinker.ServiceClient(base_url=relay.url, api_key=engine.api_key)
+        training = await service.create_lora_training_client_async("tbconsole/qwen3-tiny", rank=4)
+        sampler = await training.save_weights_and_get_sampling_client_async()
+        ctx.gateway = GatewayWatch(relay.url, ctx.publish, interval=1.0, retry=0.5)
+        watching = asyncio.create_task(ctx.gateway.run())
+        try:
+            relay.cut()  # the gateway goes away before the agents' first model call
+            cut_at = time.monotonic()
+            running = asyncio.create_task(HarborRolloutStrategy(ctx).execute(group(task, size=2), Policy(sampler)))
+            while ctx.control.state != "awaiting_decision":
+                assert not running.done(), running.exception()
+                assert time.monotonic() - cut_at < 60, "no decision asked within 60 s of the outage"
+                await asyncio.sleep(0.1)
+            errors = [e for e in seen if e.kind == "error.raised"]
+            assert errors[0].exception_type in (GATEWAY_DOWN, MODEL_CALL_FAILED), errors[0]
+            assert scored(seen) == [], "a trial was scored against a dead gateway"
+            relay.restore()
+            ctx.control.decide("retry_group")
+            result = await asyncio.wait_for(running, 180)
+        finally:
+            watching.cancel()
+            relay.close()
+    assert [e.decision for e in seen if e.kind == "decision.made"] == ["retry_group"]
+    trials = [e.trial for e in scored(seen)]
+    assert sorted(trials) == ["talk.s0g0t0-r1", "talk.s0g0t1-r1"]
+    # The training data is exactly the fresh attempt's captures.
+    step_dir = ctx.log_path / "capture" / "step_000000"
+    fresh = [t for f in sorted((step_dir / "group_000-r1").glob("*.jsonl")) for t in read_capture(f)]
+    assert sum(len(tr.transitions) for tr in result.trajectories) == len(fresh) > 0
+    assert not list((step_dir / "group_000").glob("*.jsonl")) or all(
+        read_capture(f) == [] for f in (step_dir / "group_000").glob("*.jsonl"))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_engine(port: int, data_dir: Path):
+    import socket
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "tbconsole", "engine", "--port", str(port), "--model",
+                             "tbconsole/qwen3-tiny-agent", "--data-dir", str(data_dir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        assert proc.poll() is None and time.monotonic() < deadline, "the engine did not start"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+async def test_the_engine_killed_mid_batch_then_restarted_retry_group_trains_the_step(tmp_path, monkeypatch):
+    """The whole runner against an engine process that is killed with SIGKILL while the batch's
+    agents run: no trial is scored, a decision is asked; the engine is started again on the same
+    port and data, Retry group runs a fresh attempt, and the step trains on exactly its captures."""
+    import json
+    import signal
+
+    from tbconsole.control import RunControl
+    from tbconsole.engine.registry import register_with_cookbook
+    from tbconsole.events import EventBus, read_events
+    from tbconsole.runner import demo, train
+    from tbconsole.runner.options import parse
+
+    register_with_cookbook()  # as the command line does: local model names resolve
+    port, data = _free_port(), tmp_path / "engine"
+    monkeypatch.setenv("TINKER_API_KEY", "tml-local")
+    log = tmp_path / "run"
+    parsed = demo.materialize(parse([
+        f"config.base_url=http://127.0.0.1:{port}", f"config.log_path={log}", "config.max_steps=1",
+        "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
+        "config.max_tokens=64", "config.eval_every=0", "config.kl_penalty_coef=0"], demo.demo_defaults()))
+    engine = _start_engine(port, data)
+    bus = EventBus(log)
+    control = RunControl(bus.publish)
+    try:
+        running = asyncio.create_task(train.main(parsed, bus, control, decision_timeout=None))
+        while not any(e.kind == "group.started" for e in read_events(log / "events.jsonl")):
+            assert not running.done(), running.exception()
+            await asyncio.sleep(0.1)
+        engine.send_signal(signal.SIGKILL)
+        engine.wait()
+        killed = time.monotonic()
+        while control.state != "awaiting_decision":
+            assert not running.done(), running.exception()
+            assert time.monotonic() - killed < 90, "no decision asked within 90 s of the engine's death"
+            await asyncio.sleep(0.1)
+        events = list(read_events(log / "events.jsonl"))
+        assert [e for e in events if e.kind == "trial.ended" and e.scored] == [], "scored against a dead engine"
+        engine = await asyncio.to_thread(_start_engine, port, data)
+        control.decide("retry_group")
+        result = await asyncio.wait_for(running, 300)
+    finally:
+        engine.kill()
+        engine.wait()
+        bus.close()
+    assert result.status == "done", result
+    events = list(read_events(log / "events.jsonl"))
+    assert [e.decision for e in events if e.kind == "decision.made"] == ["retry_group"]
+    scored_trials = sorted(e.trial for e in events if e.kind == "trial.ended" and e.scored)
+    assert len(scored_trials) == 2 and all(t.endswith("-r1") for t in scored_trials)
+    step_dir = log / "capture" / "step_000000"
+    fresh = [t for p in sorted(step_dir.glob("group_000-r1/*.jsonl")) for t in read_capture(p)]
+    metrics = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0]
+    assert sum(len(t.output_tokens) for t in fresh) == metrics[0]["env/all/total_ac_tokens"] > 0
