@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make .venv ready: a Python >= 3.12 virtual environment with the locked dependencies and
-# tbconsole installed editable. Safe to run again: it does nothing when nothing changed.
+# tbconsole installed editable; then the agent CLIs in .agents/ (scripts/agents.sh). Safe to run
+# again: it does nothing when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +25,7 @@ find_python() {
 }
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && python_ok "$venv/bin/python"; then
-  exit 0
+  exec scripts/agents.sh
 fi
 
 if ! python_ok "$venv/bin/python" 2>/dev/null; then
@@ -42,3 +43,4 @@ echo "installing locked dependencies into $venv (first time: a few minutes, torc
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.lock
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 echo "$want" > "$stamp"
+exec scripts/agents.sh
