@@ -1,0 +1,95 @@
+"""The layout of a run's folder (``config.log_path``): the one place that names its files.
+
+The runner writes here, the proxy writes captures here, and the console (live, attach, replay)
+reads the same paths through this module, so a rename can never leave a reader behind::
+
+    <log_path>/
+      events.jsonl                          every typed event, one JSON object per line
+      logs.log                              the cookbook's log lines and tracebacks
+      control/inbox/                        commands from attached consoles (pause, stop, …)
+      capture/step_000003/group_001[-rN]/   one capture file per trial attempt: <trial>.jsonl
+      trials/step_000003/<trial>/           Harbor's trial folders (unless trial.json names one)
+      heldout/                              the held-out evaluation's own run folder
+      engine/                               the embedded engine's data (demo)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+EVENTS_FILE = "events.jsonl"
+LOG_FILE = "logs.log"
+CONTROL_INBOX = Path("control") / "inbox"
+CAPTURE_DIR = "capture"
+TRIALS_DIR = "trials"
+HELDOUT_DIR = "heldout"
+ENGINE_DIR = "engine"
+
+# A retried attempt's trial ids and capture folder end in -r<N>; the first attempt has none.
+_ATTEMPT = re.compile(r"-r(\d+)$")
+
+
+def step_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def attempt_suffix(attempt: int) -> str:
+    """``""`` for the first attempt, ``-r<N>`` for a retry: on trial ids and capture folders."""
+    return f"-r{attempt}" if attempt else ""
+
+
+def attempt_of(trial_id: str) -> int:
+    """The attempt number a trial id carries (0 for the first attempt)."""
+    m = _ATTEMPT.search(trial_id)
+    return int(m.group(1)) if m else 0
+
+
+def trial_id(task: str, step: int, group: int, k: int, attempt: int = 0) -> str:
+    """``<task>.s<step>g<group>t<k>[-r<N>]``: unique per attempt within a run."""
+    return f"{task}.s{step}g{group}t{k}{attempt_suffix(attempt)}"
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Paths inside one run's folder. Pure path arithmetic: nothing is created here."""
+
+    root: Path
+
+    def __init__(self, root: str | Path):
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def events(self) -> Path:
+        return self.root / EVENTS_FILE
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / LOG_FILE
+
+    @property
+    def control_inbox(self) -> Path:
+        return self.root / CONTROL_INBOX
+
+    @property
+    def heldout(self) -> RunFolder:
+        return RunFolder(self.root / HELDOUT_DIR)
+
+    @property
+    def engine(self) -> Path:
+        return self.root / ENGINE_DIR
+
+    def capture_step(self, step: int) -> Path:
+        return self.root / CAPTURE_DIR / step_name(step)
+
+    def capture_group(self, step: int, group: int, attempt: int = 0) -> Path:
+        return self.capture_step(step) / f"group_{group:03d}{attempt_suffix(attempt)}"
+
+    def capture_file(self, step: int, group: int, trial: str) -> Path:
+        """The capture file of one trial attempt (the attempt is read from the trial id)."""
+        return self.capture_group(step, group, attempt_of(trial)) / f"{trial}.jsonl"
+
+    def trials(self, step: int) -> Path:
+        """Where Harbor's trial folders go when trial.json names no ``trials_dir``."""
+        return self.root / TRIALS_DIR / step_name(step)
