@@ -1,0 +1,1 @@
+"""The recipe: options, dataset, rollouts through the proxy and Harbor, outcomes, training."""
