@@ -127,7 +127,9 @@ class LocalSandbox(BaseEnvironment):
         await self.upload_dir(self.environment_dir, staged)
         result = await self.exec(
             f"bash {staged}/{SETUP_SCRIPT}; rc=$?; rm -rf {staged}; exit $rc",
-            cwd=self.workdir, user="root", env={"TASK_ENVIRONMENT_DIR": staged},
+            cwd=self.workdir,
+            user="root",
+            env={"TASK_ENVIRONMENT_DIR": staged},
         )
         if result.return_code != 0:
             raise RuntimeError(

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbconsole.sandbox.processes import start_time
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
 PREFIX = "tbconsole."
@@ -50,7 +52,7 @@ class CgroupLimits:
 
 def cgroup_name(sandbox_id: str) -> str:
     pid = os.getpid()
-    return f"{PREFIX}{_pid_namespace()}.{pid}.{_start_time(pid)}.{sandbox_id}"
+    return f"{PREFIX}{_pid_namespace()}.{pid}.{start_time(pid)}.{sandbox_id}"
 
 
 def create(name: str, *, memory_mb: int | None, cpus: float | None) -> tuple[CgroupLimits | None, str | None]:
@@ -82,7 +84,7 @@ def clean_stale() -> list[Path]:
                     dirnames.remove(dirname)  # nothing of ours below a sandbox's cgroup
                     namespace, pid, start, _ = match.groups()
                     if namespace == own_namespace:
-                        if _start_time(int(pid)) != start and _remove_tree(path, REMOVE_TIMEOUT_SEC):
+                        if start_time(int(pid)) != start and _remove_tree(path, REMOVE_TIMEOUT_SEC):
                             removed.append(path)  # its runner is gone
                         continue
                 elif not _LEGACY_NAME.fullmatch(dirname):
@@ -106,7 +108,7 @@ def _old(path: Path) -> bool:
 
 def _cgroup_mounts() -> list[Path]:
     """Every mounted cgroup hierarchy (v2, and each v1 controller or named hierarchy)."""
-    mounts = []
+    mounts: list[Path] = []
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
@@ -166,13 +168,6 @@ def _pid_namespace() -> str:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         return "0"
-
-
-def _start_time(pid: int) -> str | None:
-    try:  # field 22 of stat: start time, which tells a recycled pid apart
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return None
 
 
 def _own_cgroups() -> dict[str, str]:

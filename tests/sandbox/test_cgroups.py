@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests_support import pids_with
-
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.namespace import clean_leftovers
+
+from tests_support import pids_with
 
 pytestmark = pytest.mark.root
 
@@ -84,8 +84,13 @@ def foreign_parents():
 
 
 def _start_runner(root: Path, parents: list[Path]) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(root), *map(str, parents)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(root), *map(str, parents)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line, f"runner failed (exit {proc.wait()})"
     info = json.loads(line)
@@ -106,8 +111,11 @@ def test_dead_runners_cgroups_are_removed_wherever_they_are_and_live_ones_stay(r
         for path in map(Path, dead_info["cgroups"] + live_info["cgroups"]):
             assert path.is_dir()
             # Not under the cleaning process's cgroup: it must search, not guess.
-            assert not any(str(path).startswith(str(limits.CGROUP_ROOT / c / own[c].lstrip("/")) + "/")
-                           for c in ("memory", "cpu", "") if own.get(c, "/") != "/")
+            assert not any(
+                str(path).startswith(str(limits.CGROUP_ROOT / c / own[c].lstrip("/")) + "/")
+                for c in ("memory", "cpu", "")
+                if own.get(c, "/") != "/"
+            )
         dead.send_signal(signal.SIGKILL)
         dead.wait()
         # The runner is gone; a process it put in its sandbox's cgroup is still there.
@@ -150,8 +158,10 @@ def test_clean_stale_names(monkeypatch, foreign_parents):
     made = [unit, stale, mine, foreign_empty, foreign_busy, legacy_empty, legacy_busy]
     for path in made:
         path.mkdir()
-    holders = [subprocess.Popen(["/bin/sh", "-c", f"echo $$ > {busy}/cgroup.procs && exec sleep 1{MARKER}"])
-               for busy in (foreign_busy, legacy_busy)]
+    holders = [
+        subprocess.Popen(["/bin/sh", "-c", f"echo $$ > {busy}/cgroup.procs && exec sleep 1{MARKER}"])
+        for busy in (foreign_busy, legacy_busy)
+    ]
     try:
         for _ in range(100):
             if limits._procs(foreign_busy) and limits._procs(legacy_busy):

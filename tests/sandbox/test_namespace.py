@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests_support import pids_with
-
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.namespace import (
     NamespaceSandbox,
@@ -20,6 +18,8 @@ from tbconsole.sandbox.namespace import (
     SandboxSpec,
     clean_leftovers,
 )
+
+from tests_support import pids_with
 
 pytestmark = pytest.mark.root
 
@@ -283,7 +283,7 @@ def test_clean_leftovers_keeps_live_sandboxes(root):
 
 
 def test_not_root_gets_a_clear_message(monkeypatch, capsys):
-    from tbconsole.cli import main
+    from tbconsole.entry.main import main
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     task = Path(__file__).parents[2] / "tbconsole" / "tasks" / "hello-file"

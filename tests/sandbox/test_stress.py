@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests_support import pids_with
-
 from tbconsole.sandbox.namespace import NamespaceSandbox, SandboxError, SandboxSpec
+
+from tests_support import pids_with
 
 pytestmark = pytest.mark.root
 
@@ -27,11 +27,11 @@ MARKER = "7450"  # in the commands' argv, to find their processes
 
 
 class _AsyncioWarnings(logging.Handler):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
 
 
@@ -108,9 +108,14 @@ class _Subject:
         (env_dir / "setup.sh").write_text("sleep 0.02; echo prepared > /app/state\n")
         paths = TrialPaths(tmp / name / "trial")
         paths.mkdir()
-        self.env = LocalSandbox(environment_dir=env_dir, environment_name="stress", session_id=name,
-                                trial_paths=paths, task_env_config=EnvironmentConfig(memory_mb=memory_mb),
-                                root=str(root))
+        self.env = LocalSandbox(
+            environment_dir=env_dir,
+            environment_name="stress",
+            session_id=name,
+            trial_paths=paths,
+            task_env_config=EnvironmentConfig(memory_mb=memory_mb),
+            root=str(root),
+        )
 
     async def start(self):
         if self.via == "namespace":
@@ -169,11 +174,12 @@ async def test_random_cancels_and_stops_leave_nothing(via, root, tmp_path, async
     token = uuid.uuid4().hex[:6]  # in every sandbox's name, so in its folder and cgroup names
     began = time.monotonic()
     for iteration in range(ITERATIONS):
-        boxes = [_Subject(via, f"st{token}-{iteration}-{i}", root,
-                          256 if rnd.random() < 0.7 else None, tmp_path)
-                 for i in range(SANDBOXES_PER_ITERATION)]
+        boxes = [
+            _Subject(via, f"st{token}-{iteration}-{i}", root, 256 if rnd.random() < 0.7 else None, tmp_path)
+            for i in range(SANDBOXES_PER_ITERATION)
+        ]
         chosen = [rnd.choice(kinds) for _ in boxes]
-        tasks = [asyncio.ensure_future(_scenario(box, kind, rnd)) for box, kind in zip(boxes, chosen)]
+        tasks = [asyncio.ensure_future(_scenario(box, kind, rnd)) for box, kind in zip(boxes, chosen, strict=True)]
         done, pending = await asyncio.wait(tasks, timeout=ITERATION_BOUND_SEC)
         assert not pending, f"iteration {iteration}: {chosen} still running after {ITERATION_BOUND_SEC} s"
         for task in done:
@@ -203,8 +209,15 @@ async def test_concurrent_exit_codes_stay_exact(root, asyncio_warnings):
     async def command(i: int):
         box = boxes[i % len(boxes)]
         code = rnd.choice([0, 1, 7, 42, 255])
-        shape = rnd.choice(["exit {c}", "sleep 5 & exit {c}",  # a child keeping the output open
-                            "(exit {c})", "sh -c 'exit {c}' & wait $!", "sleep 0.0{s}; exit {c}"])
+        shape = rnd.choice(
+            [
+                "exit {c}",
+                "sleep 5 & exit {c}",  # a child keeping the output open
+                "(exit {c})",
+                "sh -c 'exit {c}' & wait $!",
+                "sleep 0.0{s}; exit {c}",
+            ]
+        )
         script = shape.format(c=code, s=rnd.randint(1, 9))
         cancel = rnd.random() < 0.5
         task = asyncio.ensure_future(box.exec(script))
@@ -219,8 +232,7 @@ async def test_concurrent_exit_codes_stay_exact(root, asyncio_warnings):
         return code
 
     try:
-        results = await asyncio.wait_for(
-            asyncio.gather(churn(), *(command(i) for i in range(600))), timeout=60)
+        results = await asyncio.wait_for(asyncio.gather(churn(), *(command(i) for i in range(600))), timeout=60)
     finally:
         await asyncio.gather(*(box.stop() for box in boxes))
     assert sum(r is not None for r in results[1:]) > 200  # many ran to the end
