@@ -1,5 +1,5 @@
 import sys
 
-from tbconsole.cli import main
+from tbconsole.entry.main import main
 
 sys.exit(main())

@@ -3,8 +3,9 @@
 Two ways in, one state machine:
 - in process, the console calls ``RunControl`` methods directly;
 - from another process (``tbconsole attach``), ``ControlClient`` drops a command file into
-  ``<log_path>/control/inbox/`` (written then renamed, so never read half-written) and the
-  runner's ``ControlInbox`` picks it up within a fraction of a second.
+  ``<log_path>/control/inbox/`` (written whole under a hidden temporary name, then renamed, so
+  never read half-written) and the runner's ``ControlInbox`` picks it up within a fraction of a
+  second.
 
 The runner reports every state change as a ``ControlChanged`` event, so whoever sent the
 command sees its effect in the event stream like everyone else.
@@ -14,17 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from tbconsole import atomic
+from tbconsole.enums import ControlState, RunStatus
 from tbconsole.events import ControlChanged, DecisionMade, Event
+from tbconsole.runfolder import RunFolder
 
 COMMANDS = ("pause", "resume", "stop", "abort", "decide")
 DECISIONS = ("abort", "retry_group")
-INBOX = Path("control") / "inbox"
+# Once a run has ended (finish), no command applies any more.
+ENDED = (RunStatus.DONE, RunStatus.FAILED)
 
 
 class ControlError(ValueError):
@@ -36,52 +40,53 @@ class RunControl:
 
     States: running → pausing (finish this batch) → paused → running; stopping (finish and
     train this batch, checkpoint, exit 0); aborting (cancel trials now, keep what was
-    captured); awaiting_decision (an error stopped the run until someone chooses).
+    captured); awaiting_decision (an error stopped the run until someone chooses); then, once
+    the run has ended, done or failed (``finish``).
     """
 
     def __init__(self, publish: Callable[[Event], None]):
         self._publish = publish
-        self.state = "running"
+        self.state: ControlState | RunStatus = ControlState.RUNNING
         self._resume = asyncio.Event()
         self._resume.set()
         self._decision: asyncio.Future[str] | None = None
-        self._before_decision = "running"
+        self._before_decision: ControlState | RunStatus = ControlState.RUNNING
         self.abort_requested = asyncio.Event()
         self.stop_requested = False
 
-    def _set(self, state: str, reason: str | None = None) -> None:
+    def _set(self, state: ControlState | RunStatus, reason: str | None = None) -> None:
         self.state = state
         self._publish(ControlChanged(state=state, reason=reason))
 
     # -- commands ------------------------------------------------------------------------
 
     def pause(self) -> None:
-        if self.state not in ("running",):
+        if self.state != ControlState.RUNNING:
             raise ControlError(f"cannot pause while {self.state}")
         self._resume.clear()
-        self._set("pausing", "pause after the current batch")
+        self._set(ControlState.PAUSING, "pause after the current batch")
 
     def resume(self) -> None:
-        if self.state not in ("pausing", "paused"):
+        if self.state not in (ControlState.PAUSING, ControlState.PAUSED):
             raise ControlError(f"nothing to resume while {self.state}")
         self._resume.set()
-        self._set("running")
+        self._set(ControlState.RUNNING)
 
     def stop(self) -> None:
-        if self.state in ("stopping", "aborting", "done", "failed"):
+        if self.state in (ControlState.STOPPING, ControlState.ABORTING, *ENDED):
             raise ControlError(f"cannot stop while {self.state}")
         self.stop_requested = True
         self._resume.set()  # a paused run must wake up to stop
-        self._set("stopping", "stop after the current batch is trained")
+        self._set(ControlState.STOPPING, "stop after the current batch is trained")
 
     def abort(self) -> None:
-        if self.state in ("aborting", "done", "failed"):
+        if self.state in (ControlState.ABORTING, *ENDED):
             raise ControlError(f"cannot abort while {self.state}")
         self.abort_requested.set()
         self._resume.set()
         if self._decision is not None and not self._decision.done():
             self._decision.set_result("abort")
-        self._set("aborting", "abort requested")
+        self._set(ControlState.ABORTING, "abort requested")
 
     def decide(self, decision: str) -> None:
         if decision not in DECISIONS:
@@ -104,8 +109,8 @@ class RunControl:
     async def batch_boundary(self) -> bool:
         """Called before each batch starts. Waits while paused; False means: do not start it
         (stop or abort was requested)."""
-        if self.state == "pausing":
-            self._set("paused", "paused after the batch")
+        if self.state == ControlState.PAUSING:
+            self._set(ControlState.PAUSED, "paused after the batch")
         await self._resume.wait()
         return not (self.stop_requested or self.abort_requested.is_set())
 
@@ -118,12 +123,13 @@ class RunControl:
         decided_by = "console"
         if pending is None or pending.done():
             pending = self._decision = loop.create_future()
-            self._before_decision = self.state if self.state != "awaiting_decision" else "running"
+            awaiting = self.state == ControlState.AWAITING_DECISION
+            self._before_decision = ControlState.RUNNING if awaiting else self.state
             if timeout == 0:
                 pending.set_result(default)
                 decided_by = "headless-default"
             else:
-                self._set("awaiting_decision", "an error needs a decision: abort or retry_group")
+                self._set(ControlState.AWAITING_DECISION, "an error needs a decision: abort or retry_group")
         try:
             decision = await asyncio.wait_for(asyncio.shield(pending), timeout)
         except TimeoutError:
@@ -133,19 +139,21 @@ class RunControl:
         if self._decision is pending:
             self._decision = None
         self._publish(DecisionMade(step=step, group=group, decision=decision, by=decided_by))
-        if decision == "retry_group" and self.state == "awaiting_decision":
+        if decision == "retry_group" and self.state == ControlState.AWAITING_DECISION:
             self._set(self._before_decision)
         return decision
 
-    def finish(self, state: str, reason: str | None = None) -> None:
-        self._set(state, reason)
+    def finish(self, state: RunStatus | str, reason: str | None = None) -> None:
+        """The run has ended: ``state`` is done or failed."""
+        self._set(RunStatus(state), reason)
 
 
 class ControlClient:
     """Sends commands to a run from another process."""
 
     def __init__(self, log_path: Path):
-        self.inbox = Path(log_path) / INBOX
+        self.log_path = Path(log_path)
+        self.inbox = RunFolder(log_path).control_inbox
 
     def available(self) -> bool:
         return self.inbox.is_dir()
@@ -154,20 +162,17 @@ class ControlClient:
         if command not in COMMANDS:
             raise ControlError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
         if not self.available():
-            raise ControlError(f"{self.inbox.parent.parent} has no control inbox (not a live run?)")
-        name = f"{time.time_ns()}-{uuid.uuid4().hex[:8]}"
-        tmp = self.inbox / f".{name}.tmp"
-        tmp.write_text(json.dumps({"command": command, "argument": argument}))
-        final = self.inbox / f"{name}.json"
-        os.replace(tmp, final)
-        return final
+            raise ControlError(f"{self.log_path} has no control inbox (not a live run?)")
+        # Names sort in sending order; the write's temporary name is hidden from the poller.
+        path = self.inbox / f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
+        return atomic.write_text(path, json.dumps({"command": command, "argument": argument}))
 
 
 class ControlInbox:
     """The runner's side of the control channel: polls the inbox and applies commands."""
 
     def __init__(self, log_path: Path, control: RunControl, on_error: Callable[[str], None] | None = None):
-        self.inbox = Path(log_path) / INBOX
+        self.inbox = RunFolder(log_path).control_inbox
         self.inbox.mkdir(parents=True, exist_ok=True)
         self.control = control
         self.on_error = on_error
@@ -175,7 +180,8 @@ class ControlInbox:
     def poll(self) -> int:
         """Apply pending commands in order; returns how many were read."""
         handled = 0
-        for path in sorted(self.inbox.glob("*.json")):
+        # A name starting with '.' is a command still being written (atomic.temp_name).
+        for path in sorted(p for p in self.inbox.glob("*.json") if not p.name.startswith(".")):
             try:
                 body = json.loads(path.read_text())
                 self.control.apply(str(body.get("command")), body.get("argument"))

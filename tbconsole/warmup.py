@@ -1,4 +1,5 @@
-"""`tbconsole warmup`: the demo's starting policy, by supervised warm-up through the engine.
+"""The demo's starting policy, by supervised warm-up through the engine (the `tbconsole warmup`
+command around it is ``tbconsole.entry.warmup``).
 
 A random-init model never emits a valid tool call, so RL on it has nothing to learn from. The
 warm-up teaches the small local model the agent's own transcript format first:
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tbconsole import variants as V
+from tbconsole.atomic import write_json
 
 TOOL_NAME = "bash"
 
@@ -59,11 +60,11 @@ class AgentPrompt:
         write_json(path, asdict(self))
 
     @classmethod
-    def load(cls, path: Path) -> "AgentPrompt":
+    def load(cls, path: Path) -> AgentPrompt:
         return cls(**json.loads(Path(path).read_text()))
 
     @classmethod
-    def from_capture(cls, tokens: list[int], tokenizer: Any, instruction: str) -> "AgentPrompt":
+    def from_capture(cls, tokens: list[int], tokenizer: Any, instruction: str) -> AgentPrompt:
         """Cut a recorded first prompt around ``instruction``; raises ValueError if the user
         message does not re-encode to the same tokens (then a splice would not be exact)."""
         start_id = tokenizer.convert_tokens_to_ids("<|im_start|>")
@@ -331,62 +332,3 @@ def _resolved(client_or_future: Any) -> Any:
     if isinstance(client_or_future, (tinker.TrainingClient, tinker.SamplingClient)):
         return client_or_future
     return client_or_future.result()
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON whole, then rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
-
-
-# --------------------------------------------------------------------------------- command
-def add_arguments(p) -> None:
-    d = WarmupSettings()
-    p.add_argument("--out", type=Path, default=Path("runs/warmup/policy"),
-                   help="folder for the adapter, its settings and figures (default: %(default)s)")
-    p.add_argument("--prompt", type=Path, default=None,
-                   help="an agent-prompt.json recorded earlier (default: record it now with one real "
-                   "trial in the local sandbox)")
-    p.add_argument("--steps", type=int, default=d.steps)
-    p.add_argument("--rank", type=int, default=d.rank)
-    p.add_argument("--lr", type=float, default=d.learning_rate)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--solution-share", type=float, default=d.solution_share,
-                   help="share of demonstrations that run the solution, not a near miss (%(default)s)")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
-
-
-def run(args) -> int:
-    import asyncio
-
-    from tinker_cookbook.renderers import get_renderer
-
-    from tbconsole.cli import UsageError
-    from tbconsole.engine.registry import load_tokenizer, recommended_renderer, register_with_cookbook
-
-    if args.steps < 1 or args.rank < 1 or args.batch_size < 1 or not 0 <= args.solution_share <= 1:
-        raise UsageError("--steps, --rank and --batch-size must be >= 1 and --solution-share in [0, 1]")
-    settings = WarmupSettings(rank=args.rank, learning_rate=args.lr, steps=args.steps,
-                              batch_size=args.batch_size, solution_share=args.solution_share, seed=args.seed)
-    register_with_cookbook()
-    if args.prompt is not None:
-        if not args.prompt.is_file():
-            raise UsageError(f"--prompt {args.prompt}: no such file (record one by leaving --prompt out)")
-        prompt = AgentPrompt.load(args.prompt)
-    else:
-        tokenizer = load_tokenizer()
-        renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
-        variant = V.sample_variants("train", 1, settings.seed)[0]
-        _log(f"recording the agent's prompt: one trial of {variant.name} with its solution scripted")
-        prompt, reward = asyncio.run(record_prompt(args.out.with_name(args.out.name + ".record"), variant,
-                                                   renderer, tokenizer))
-        if reward != 1.0:
-            print(f"the scripted solution of {variant.name} scored {reward}, not 1: the task set or the "
-                  "sandbox is broken", file=sys.stderr)
-            return 1
-    train(settings, prompt, args.out, device=args.device)
-    print(f"policy written to {args.out}")
-    return 0

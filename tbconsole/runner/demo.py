@@ -11,15 +11,17 @@ variants every ``config.eval_every`` batches: a run whose reward visibly rises. 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
 import chz
 
+from tbconsole import variants
+from tbconsole.atomic import write_json
+from tbconsole.runfolder import RunFolder
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 from tbconsole.sandbox.namespace import BASE_PATH
-from tbconsole import variants
-from tbconsole.warmup import write_json
 
 EMBEDDED = "embedded"  # config.base_url placeholder: replaced by the local engine's URL
 DEMO_TRIAL_FILE = "demo-trial.json"
@@ -148,11 +150,9 @@ async def embedded_engine(parsed):
     from tbconsole.engine.embedded import EmbeddedEngine
 
     model = args.config.model_name.split(":", 1)[0]  # checked by materialize()
-    engine = EmbeddedEngine(data_dir=str(Path(args.config.log_path) / "engine"), model=model)
+    engine = EmbeddedEngine(data_dir=str(RunFolder(args.config.log_path).engine), model=model)
     engine.start()
     try:
-        import os
-
         os.environ.setdefault("TINKER_API_KEY", engine.api_key)
         parsed.args = chz.replace(args, config=chz.replace(args.config, base_url=engine.base_url))
         yield parsed

@@ -6,8 +6,8 @@
   package's light modules are imported on this path (no torch, harbor, tinker), so it starts
   fast and works under ``textual-serve`` (which starts one process per browser connection:
   the served command attaches, it never starts a run).
-- ``run_console(bus, control, log_path, ...)``: the runner opens the console over a live run in
-  this process (see its docstring for the threading model).
+- ``run_console(bus, control, theme, work=...)``: `tbconsole train`/`demo` open the console over
+  a live run in this process (see its docstring for the threading model).
 - ``python -m tbconsole.ui.cli demo-events``: the console over a synthetic run (no runner).
 """
 
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbconsole.events import EVENTS_FILE
+from tbconsole.atomic import write_text
+from tbconsole.runfolder import EVENTS_FILE, RunFolder
 
 
 def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,7 @@ def run_attach(args: argparse.Namespace) -> int:
     from tbconsole.ui.source import FileControls, TailSource, run_has_ended
 
     log_path: Path = args.log_path
-    events_file = log_path if log_path.is_file() else log_path / EVENTS_FILE
+    events_file = log_path if log_path.is_file() else RunFolder(log_path).events
     if not events_file.is_file():
         print(f"tbconsole attach: no {EVENTS_FILE} in {log_path} (is it a run's log_path?)", file=sys.stderr)
         return 2
@@ -78,11 +79,7 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
             await pilot.pause(0.5)
             return app.export_screenshot(title=f"tbconsole · {events_file.parent.name}")
 
-    svg = asyncio.run(shoot())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(svg)
-    tmp.replace(out)
+    write_text(out, asyncio.run(shoot()))
     print(f"wrote {out}")
     return 0
 
@@ -94,43 +91,31 @@ class ConsoleResult:
     value: Any = None
     error: BaseException | None = None
     exit_code: int = 0
-    quit_by_user: bool = False
 
 
-def run_console(bus, control, log_path: Path | None = None, theme: str | None = None, *,
-                work: Callable[[], Awaitable[Any]] | None = None,
-                loop: asyncio.AbstractEventLoop | None = None,
-                history: list | None = None) -> ConsoleResult:
+def run_console(bus, control, theme: str | None = None, *,
+                work: Callable[[], Awaitable[Any]]) -> ConsoleResult:
     """Open the console over a run in this process; returns when the console closes.
 
-    Two threading models, pick one:
+    The run is a worker in the app's loop: ``work``, a zero-argument async callable, is started
+    with ``run_worker(..., exit_on_error=False)`` on the console's asyncio loop, so the run's
+    ``RunControl`` lives on that loop too (create it inside ``work`` or before — its asyncio
+    objects bind lazily) and the console calls its methods directly. CPU-heavy parts of the run
+    must go to threads (``asyncio.to_thread``) or they freeze the UI. When the run ends with
+    ``stopped``/``aborted`` the console closes by itself; after ``done``/``failed`` it stays
+    open on the final state until ``q``. ``q`` while the run is going asks, then stops it
+    cleanly and quits when it has stopped.
 
-    1. **The run as a worker in the app's loop** (recommended): pass ``work``, a zero-argument
-       async callable (e.g. ``lambda: runner.run()``). It is started with ``run_worker(...,
-       exit_on_error=False)`` on the console's asyncio loop, so the runner's ``RunControl``
-       lives on that loop too (create it inside ``work`` or before — its asyncio objects bind
-       lazily) and the console calls its methods directly. CPU-heavy parts of the runner
-       must go to threads (``asyncio.to_thread``) or they freeze the UI. When the run ends
-       with ``stopped``/``aborted`` the console closes by itself; after ``done``/``failed`` it
-       stays open on the final state until ``q``. ``q`` while the run is going asks, then
-       stops it cleanly and quits when it has stopped.
-    2. **The run in another thread with its own loop**: pass ``loop`` (the runner's loop) and
-       no ``work``; commands reach ``RunControl`` through ``run_coroutine_threadsafe``. The
-       console closes on ``q``; stopping the run thread is the caller's business.
-
-    Either way events reach the console through ``bus.subscribe`` (the subscriber only
-    appends to a deque: publish never waits on the UI). Pass ``history`` (events published
-    before the console opened) to show them too. Call this from the main thread; it runs the
-    Textual app until it exits.
+    Events reach the console through ``bus.subscribe`` (the subscriber only appends to a deque:
+    publish never waits on the UI). Call this from the main thread; it runs the Textual app
+    until it exits.
     """
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.source import BusSource, LocalControls
 
-    app = ConsoleApp(source=BusSource(bus, history), controls=LocalControls(control, loop), theme=theme,
-                     mode="live", work=work)
+    app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), theme=theme, mode="live", work=work)
     app.run()
-    return ConsoleResult(value=app.work_result, error=app.work_error, exit_code=app.return_code or 0,
-                         quit_by_user=app.work_worker is not None and app.quit_after_run)
+    return ConsoleResult(value=app.work_result, error=app.work_error, exit_code=app.return_code or 0)
 
 
 # -- demo-events: the console over a synthetic run ------------------------------------------------
@@ -149,7 +134,7 @@ def _demo_events(args: argparse.Namespace) -> int:
 
     from tbconsole.control import RunControl
 
-    (args.log_path / EVENTS_FILE).unlink(missing_ok=True)
+    RunFolder(args.log_path).events.unlink(missing_ok=True)
     bus = EventBus(args.log_path)
     speed = args.speed
 
@@ -166,7 +151,7 @@ def _demo_events(args: argparse.Namespace) -> int:
             inbox.cancel()
 
     control = RunControl(bus.publish)
-    result = run_console(bus, control, args.log_path, args.theme, work=work)
+    result = run_console(bus, control, args.theme, work=work)
     bus.close()
     if result.error is not None:
         print(f"demo-events: {result.error!r}", file=sys.stderr)

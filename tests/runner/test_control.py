@@ -87,3 +87,14 @@ async def test_commands_from_another_process_reach_the_run(tmp_path):
     assert not list(inbox.inbox.iterdir())
     with pytest.raises(ControlError):
         ControlClient(tmp_path / "elsewhere").send("pause")
+
+
+def test_a_command_still_being_written_is_left_alone(tmp_path):
+    """The client writes under a hidden temporary name, then renames: the poller skips dot-names."""
+    control, _ = _control()
+    inbox = ControlInbox(tmp_path, control)
+    (inbox.inbox / ".123-abc.json.tmp-1").write_text('{"command": "pause"}')
+    (inbox.inbox / ".124-abc.json").write_text('{"command": "pause"}')
+    assert inbox.poll() == 0 and control.state == "running"
+    sent = ControlClient(tmp_path).send("pause")
+    assert not sent.name.startswith(".") and inbox.poll() == 1 and control.state == "pausing"

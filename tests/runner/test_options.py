@@ -1,14 +1,19 @@
 """The recipe's command line: every seed key, the seed's rules, one clear error each."""
 
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
 
+from tbconsole.entry import run as entry_run
+from tbconsole.entry.train import choose_console, run_train
 from tbconsole.runner.options import OptionsError, parse, resolve_renderer_name
 from tbconsole.taskset import BUNDLED_TASKS_DIR
+
 from healthz_server import healthz_server
 
 SEED_ARGS = [
@@ -97,3 +102,42 @@ def test_cli_bad_input_exits_2_and_starts_nothing(tmp_path):
             assert proc.returncode == 2, proc.stderr
             assert message in proc.stderr and "Traceback" not in proc.stderr
             assert not log.exists(), "nothing may start on a usage error"
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_the_console_opens_only_on_a_terminal_and_a_fallback_says_so(tmp_path):
+    tty, pipe = _Stream(True), _Stream(False)
+    log_path = tmp_path / "run"
+    assert choose_console("tbconsole demo", log_path, headless=False, stdin=tty, stdout=tty) == (True, None)
+    assert choose_console("tbconsole demo", log_path, headless=True, stdin=tty, stdout=pipe) == (False, None)
+    console, notice = choose_console("tbconsole demo", log_path, headless=False, stdin=tty, stdout=pipe)
+    assert not console and notice.startswith("tbconsole demo: stdout is not a terminal") and "\n" not in notice
+    assert f"tbconsole attach {log_path}" in notice
+
+
+def test_a_run_with_stdout_piped_goes_headless_with_a_notice(tmp_path, monkeypatch, capsys):
+    """Under pytest stdout is captured, as in `tbconsole demo | tee out.log`."""
+    trial = tmp_path / "trial.json"
+    trial.write_text(json.dumps({"agent": {"name": "nop"}}))
+    started = []
+    monkeypatch.setattr(entry_run, "headless", lambda parsed, prepare: started.append(parsed) or 0)
+    monkeypatch.setattr(entry_run, "in_console", lambda *args: pytest.fail("the console needs a terminal"))
+    monkeypatch.setattr(logging, "raiseExceptions", logging.raiseExceptions)  # run_train turns it off
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    log = tmp_path / "run"
+    base = [a for a in SEED_ARGS if not a.startswith(("config.base_url", "config.log_path", "harbor.trial_config",
+                                                       "config.dataset_builder.tasks_dir"))]
+    with healthz_server() as base_url:
+        code = run_train([*base, f"config.base_url={base_url}", f"config.log_path={log}",
+                          f"harbor.trial_config={trial}", f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}"])
+    assert code == 0 and len(started) == 1
+    err = capsys.readouterr().err
+    assert "stdout is not a terminal" in err and f"tbconsole attach {log}" in err

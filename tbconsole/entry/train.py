@@ -1,16 +1,18 @@
-"""`tbconsole train KEY=VALUE…` (and `python -m tbconsole.train`): the recipe, with the
-upstream command's arguments. Headless: a readable progress log; Ctrl-C once stops cleanly
-after the current batch (checkpoint, exit 0), twice aborts."""
+"""`tbconsole train KEY=VALUE…` and `tbconsole demo [KEY=VALUE…]` (and `python -m tbconsole.train`):
+the recipe, with the upstream command's arguments. Parsing and every check that can fail before
+the run starts live here (a usage error exits 2 with nothing started); ``tbconsole.entry.run``
+wires the run itself."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from tbconsole import offline
+from tbconsole.entry import run
+from tbconsole.entry.usage import USAGE_EXIT
 
 USAGE = """usage: tbconsole train KEY=VALUE ... [--headless] [--theme=NAME]
 
@@ -36,6 +38,16 @@ All options:
 """
 
 
+def register(sub) -> None:
+    """List `train` and `demo` in `tbconsole --help`. Both parse their own KEY=VALUE arguments:
+    ``main`` hands them the rest of the command line before argparse sees it."""
+    sub.add_parser("train", add_help=False,
+                   help="run the recipe: same KEY=VALUE arguments as python -m tinker_agent.train",
+                   description="Run the Terminal-Bench 2 recipe (tbconsole train --help lists every option).")
+    sub.add_parser("demo", add_help=False, help="the recipe on the embedded default: local engine, "
+                   "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides)")
+
+
 def split_flags(argv: list[str]) -> tuple[list[str], set[str], str | None]:
     """KEY=VALUE arguments, flags, and the --theme value."""
     theme = None
@@ -48,11 +60,25 @@ def split_flags(argv: list[str]) -> tuple[list[str], set[str], str | None]:
     return [a for a in argv if not a.startswith("--")], flags, theme
 
 
+def choose_console(prog: str, log_path: Path, *, headless: bool, stdin: TextIO,
+                   stdout: TextIO) -> tuple[bool, str | None]:
+    """Whether the run opens the console, and the one-line notice for a run that goes headless
+    only because it has no terminal (`make demo | tee out.log`): without it the console would
+    just never appear. An explicit --headless needs no notice."""
+    if headless:
+        return False, None
+    if stdin.isatty() and stdout.isatty():
+        return True, None
+    stream = "stdout" if not stdout.isatty() else "stdin"
+    return False, (f"{prog}: {stream} is not a terminal, so a progress log is printed instead of the console; "
+                   f"for the console run this in a terminal, or `tbconsole attach {log_path}` from one")
+
+
 def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str = "tbconsole train",
               materialize=None, prepare=None) -> int:
-    """Parse, then run headless. ``materialize(parsed) -> parsed`` may fill in generated
-    files before validation; ``prepare(parsed)`` (an async context manager) lets `demo` start
-    the local engine around the run."""
+    """Parse and check, then run in the console or headless. ``materialize(parsed) -> parsed``
+    may fill in generated files before validation; ``prepare(parsed)`` (an async context
+    manager) lets `demo` start the local engine around the run."""
     from tbconsole.runner import preflight
 
     offline.apply_safe_defaults()
@@ -67,22 +93,21 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
         print(f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --theme=NAME, --help; "
               "options are KEY=VALUE)",
               file=sys.stderr)
-        return 2
+        return USAGE_EXIT
     # Before the heavy imports: a dead gateway or a missing key is reported in seconds.
     default_base_url = (extra_defaults or {}).get("config.base_url")
     try:
         preflight.check_api_key(preflight.last_value(keys, "config.base_url") or default_base_url)
     except preflight.PreflightError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
     unreachable = preflight.fast_gateway_check(keys, default_base_url)
     if unreachable is not None:
         print(f"error: {unreachable}", file=sys.stderr)
         return 1
 
-    from tbconsole.runner.options import OptionsError, parse
-
     from tbconsole.engine.registry import register_with_cookbook
+    from tbconsole.runner.options import OptionsError, parse
 
     register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
     try:
@@ -93,13 +118,17 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
         _check_before_start(parsed)
     except (OptionsError, preflight.PreflightError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
     # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not print
     # a traceback per line: the bus reports the disk once and stops the run.
     logging.raiseExceptions = False
-    if "--headless" in flags or not (sys.stdout.isatty() and sys.stdin.isatty()):
-        return asyncio.run(_run(parsed, prepare))
-    return _run_console(parsed, prepare, theme)
+    console, notice = choose_console(prog, Path(parsed.args.config.log_path), headless="--headless" in flags,
+                                     stdin=sys.stdin, stdout=sys.stdout)
+    if console:
+        return run.in_console(parsed, prepare, theme)
+    if notice:
+        print(notice, file=sys.stderr)
+    return run.headless(parsed, prepare)
 
 
 def _check_before_start(parsed) -> None:
@@ -128,96 +157,6 @@ def _check_before_start(parsed) -> None:
             raise OptionsError(f"harbor.eval_tasks_dir: {exc}") from None
         preflight.check_tasks(eval_dirs, environment, "harbor.eval_tasks_dir")
     preflight.check_sandbox(environment)
-
-
-def open_run(log_path: Path):
-    """The run's event bus and control. A disk that fills up mid-run (events.jsonl cannot be
-    written) stops the run cleanly: one message (the bus's), then the usual end, whose last
-    events fit in the bus's reserve."""
-    from tbconsole.control import ControlError, RunControl
-    from tbconsole.events import EventBus, LogLine
-
-    control: RunControl | None = None
-
-    def on_write_error(exc: OSError) -> None:
-        if control is None:
-            return
-        try:
-            control.stop()
-        except ControlError:  # already stopping or ending
-            return
-        bus.publish(LogLine(level="error", message="stopping the run: its folder's disk is full "
-                                                    "(the batch in flight is not trained)"))
-
-    bus = EventBus(log_path, on_write_error=on_write_error)
-    control = RunControl(bus.publish)
-    return bus, control
-
-
-def _run_console(parsed, prepare, theme: str | None) -> int:
-    """The run as a worker in the console's own event loop; errors wait for a decision there."""
-    from tbconsole.runner import train
-    from tbconsole.ui.cli import run_console
-
-    log_path = Path(parsed.args.config.log_path)
-    bus, control = open_run(log_path)
-
-    async def work():
-        if prepare is None:
-            return await train.main(parsed, bus, control, decision_timeout=None)
-        async with prepare(parsed) as parsed_for_run:
-            return await train.main(parsed_for_run, bus, control, decision_timeout=None)
-
-    try:
-        result = run_console(bus, control, log_path, theme, work=work)
-    finally:
-        bus.close()
-    if result.error is not None:
-        print(f"error: {result.error}", file=sys.stderr)
-        return 1
-    if result.value is not None:
-        return result.value.exit_code
-    return result.exit_code
-
-
-async def _run(parsed, prepare) -> int:
-    from tbconsole.runner import train
-    from tbconsole.runner.health import GatewayUnreachable
-    from tbconsole.runner.progress import ProgressLog
-
-    bus, control = open_run(Path(parsed.args.config.log_path))
-    bus.subscribe(ProgressLog())
-    loop = asyncio.get_running_loop()
-    interrupts = 0
-
-    def on_interrupt() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        try:
-            control.stop() if interrupts == 1 else control.abort()
-        except Exception:
-            control.abort()
-
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    try:
-        if prepare is not None:
-            async with prepare(parsed) as parsed_for_run:
-                result = await train.main(parsed_for_run, bus, control)
-        else:
-            result = await train.main(parsed, bus, control)
-        return result.exit_code
-    except GatewayUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - one message here, the traceback in the run's log
-        from tbconsole.runner.crashlog import log_traceback
-
-        log_file = log_traceback(Path(parsed.args.config.log_path), exc)
-        print(f"error: {type(exc).__name__}: {str(exc)[:500]} (traceback in {log_file})", file=sys.stderr)
-        return 1
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        bus.close()
 
 
 def run_demo(argv: list[str]) -> int:
