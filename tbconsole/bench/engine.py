@@ -17,7 +17,8 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 TARGET_S = 2.0
 
@@ -26,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--model", default=None, help="local model preset (default: the default)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
-    parser.add_argument("--decode-threads", type=int, default=None,
-                        help="threads for decode steps (default: the engine's choice)")
+    parser.add_argument(
+        "--decode-threads", type=int, default=None, help="threads for decode steps (default: the engine's choice)"
+    )
     parser.add_argument("--prompt-tokens", type=int, default=2000)
     parser.add_argument("--sample-tokens", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=8)
@@ -60,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from tinker import types
 
     from tbconsole.engine import DEFAULT_MODEL, EmbeddedEngine
-    from tbconsole.engine.model import LoraAdapter, RowCache, Weights
+    from tbconsole.engine.lora import LoraAdapter
+    from tbconsole.engine.model import RowCache
+    from tbconsole.engine.weights import Weights
 
     model_name = args.model or DEFAULT_MODEL
     p_len, s_len, conc = args.prompt_tokens, args.sample_tokens, args.concurrency
@@ -81,8 +85,10 @@ def run(args: argparse.Namespace) -> int:
         def rand_tokens(n: int) -> list[int]:
             return torch.randint(0, cfg.vocab_size - 64, (n,), generator=gen).tolist()
 
-        print(f"engine: {model_name} on {device} ({engine.threads} threads, "
-              f"{engine.sampler.decode_threads} for decoding), {eng.base_url}")
+        print(
+            f"engine: {model_name} on {device} ({engine.threads} threads, "
+            f"{engine.sampler.decode_threads} for decoding), {eng.base_url}"
+        )
         client = tinker.ServiceClient(base_url=eng.base_url, api_key=eng.api_key)
         tc = client.create_lora_training_client(base_model=model_name, rank=32).result()
         sampler = tc.save_weights_and_get_sampling_client().result()

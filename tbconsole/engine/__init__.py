@@ -2,10 +2,13 @@
 cookbook's RL loop train against (LoRA on a small Qwen3-architecture model).
 
 Modules: `config` (model shapes/presets), `registry` (model names, tokenizer, cookbook
-registration), `model` (torch model, LoRA, KV cache), `losses`, `trainer` (training runs),
-`sampler` (batched decode loop), `checkpoints` (tinker:// storage), `journal` (live state
-that survives a restart), `futures` (long-poll promises), `wire` (protobuf/JSON formats),
-`server` (aiohttp app), `embedded` (in-process start/stop), `cli` (`tbconsole engine`).
+registration), `model` (torch model, KV cache), `lora` (adapters), `weights` (base + adapter
+matrices of a pass), `losses`, `trainer` (training maths), `sampler` (batched decode loop),
+`checkpoints` (tinker:// storage), `journal` (live state that survives a restart), `futures`
+(long-poll promises), `jobs` (queued work behind them), `sessions` (client sessions, training
+runs), `sampler_sessions`, `training` and `sampling` (the requests), `wire` (protobuf/JSON
+formats), `routes` (aiohttp app), `server` (`Engine`: builds and wires the parts), `embedded`
+(in-process start/stop), `cli` (`tbconsole engine`).
 
 Importing this package is cheap (no torch); the heavy parts load on first use.
 """

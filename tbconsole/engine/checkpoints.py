@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from tbconsole import atomic
 from tbconsole.engine.errors import BadRequest, Conflict, NotFound
 
 SCHEME = "tinker://"
@@ -35,7 +36,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,200}$")
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).isoformat()
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).isoformat()
 
 
 def check_name(name: str) -> str:
@@ -59,14 +60,12 @@ class CheckpointRef:
         return f"{self.kind}/{self.name}"
 
     @classmethod
-    def parse(cls, path: str) -> "CheckpointRef":
+    def parse(cls, path: str) -> CheckpointRef:
         if not isinstance(path, str) or not path.startswith(SCHEME):
             raise BadRequest(f"invalid tinker path {path!r}: expected tinker://<run>/<kind>/<name>")
         parts = path[len(SCHEME) :].split("/")
         if len(parts) != 3 or parts[1] not in KINDS:
-            raise BadRequest(
-                f"invalid tinker path {path!r}: expected tinker://<run>/weights|sampler_weights/<name>"
-            )
+            raise BadRequest(f"invalid tinker path {path!r}: expected tinker://<run>/weights|sampler_weights/<name>")
         run_id, kind, name = parts
         if not _RUN_ID.match(run_id):
             raise BadRequest(f"invalid training run id in {path!r}")
@@ -85,11 +84,7 @@ class CheckpointStore:
         return self.root / "runs" / run_id
 
     def save_run(self, run_id: str, info: dict[str, Any]) -> None:
-        d = self.run_dir(run_id)
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / "run.json.tmp"
-        tmp.write_text(json.dumps(info, indent=1))
-        tmp.replace(d / "run.json")
+        atomic.write_json(self.run_dir(run_id) / "run.json", info)
 
     def load_run(self, run_id: str) -> dict[str, Any]:
         p = self.run_dir(run_id) / "run.json"
@@ -122,6 +117,8 @@ class CheckpointStore:
         d = self.dir_for(ref)
         if self.exists(ref) and not overwrite:
             raise Conflict(f"checkpoint {ref.tinker_path} exists (pass overwrite=True)")
+        # The folder is built under a hidden name and renamed into place whole (atomic.py swaps
+        # single files), so the files inside it need no renames of their own.
         tmp = d.with_name(f".{d.name}.tmp-{time.monotonic_ns()}")
         tmp.mkdir(parents=True)
         save_file({k: v.contiguous() for k, v in adapter.items()}, tmp / "adapter_model.safetensors")

@@ -25,21 +25,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=d.device, help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--data-dir", type=Path, default=d.data_dir, help="checkpoints and runs")
     parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS))
-    parser.add_argument("--base-weights", type=Path, default=None,
-                        help="safetensors state dict (HF Qwen3 names) to load as the base model")
-    parser.add_argument("--max-context", type=int, default=None,
-                        help="refuse sequences longer than this (default: the model's)")
-    parser.add_argument("--max-tokens-per-request", type=int, default=d.max_tokens_per_request,
-                        help="token budget of one forward/forward_backward request")
-    parser.add_argument("--micro-batch-tokens", type=int, default=d.micro_batch_tokens,
-                        help="padded tokens per training micro-batch (activation memory)")
-    parser.add_argument("--kv-budget-tokens", type=int, default=d.kv_budget_tokens,
-                        help="KV-cache tokens the sampler may hold at once")
+    parser.add_argument(
+        "--base-weights",
+        type=Path,
+        default=None,
+        help="safetensors state dict (HF Qwen3 names) to load as the base model",
+    )
+    parser.add_argument(
+        "--max-context", type=int, default=None, help="refuse sequences longer than this (default: the model's)"
+    )
+    parser.add_argument(
+        "--max-tokens-per-request",
+        type=int,
+        default=d.max_tokens_per_request,
+        help="token budget of one forward/forward_backward request",
+    )
+    parser.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        default=d.micro_batch_tokens,
+        help="padded tokens per training micro-batch (activation memory)",
+    )
+    parser.add_argument(
+        "--kv-budget-tokens", type=int, default=d.kv_budget_tokens, help="KV-cache tokens the sampler may hold at once"
+    )
     parser.add_argument("--max-num-samples", type=int, default=d.max_num_samples)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--api-key", default=None, help="require this X-API-Key (default: any)")
-    parser.add_argument("--compress-fwdbwd", action="store_true",
-                        help="ask clients to zstd-compress forward_backward bodies")
+    parser.add_argument(
+        "--compress-fwdbwd", action="store_true", help="ask clients to zstd-compress forward_backward bodies"
+    )
     parser.add_argument("--log-level", default="INFO")
 
 
@@ -68,7 +83,8 @@ async def _serve(settings) -> None:
     from aiohttp import web
 
     from tbconsole.engine.embedded import LOCAL_API_KEY
-    from tbconsole.engine.server import Engine, make_runner
+    from tbconsole.engine.routes import make_runner
+    from tbconsole.engine.server import Engine
 
     engine = Engine(settings)
     runner = make_runner(engine.app())

@@ -14,7 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tbconsole.engine.server import Engine, EngineSettings, make_runner
+from tbconsole.engine.routes import make_runner
+from tbconsole.engine.server import Engine, EngineSettings
 
 LOCAL_API_KEY = "tml-local"  # the SDK insists on a `tml-` key; the engine accepts any by default
 
@@ -34,15 +35,7 @@ class EmbeddedEngine:
     def api_key(self) -> str:
         return self.settings.api_key or LOCAL_API_KEY
 
-    def client_env(self) -> dict[str, str]:
-        """Environment for a process that should talk to this engine through the SDK."""
-        return {
-            "TINKER_BASE_URL": self.base_url,
-            "TINKER_API_KEY": self.api_key,
-            "TINKER_TELEMETRY": "0",
-        }
-
-    def start(self) -> "EmbeddedEngine":
+    def start(self) -> EmbeddedEngine:
         if self._thread is not None:
             return self
         self.engine = Engine(self.settings)
@@ -91,13 +84,13 @@ class EmbeddedEngine:
         if self.engine is not None:
             self.engine.close()
 
-    def __enter__(self) -> "EmbeddedEngine":
+    def __enter__(self) -> EmbeddedEngine:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    async def __aenter__(self) -> "EmbeddedEngine":
+    async def __aenter__(self) -> EmbeddedEngine:
         return await asyncio.to_thread(self.start)
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -82,7 +82,7 @@ class FutureStore:
         if entry.outcome is None:
             try:
                 await asyncio.wait_for(entry.event.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return None
         if entry.first_read is None:
             entry.first_read = time.monotonic()

@@ -10,11 +10,10 @@ the first request that names them.
     <data>/live/samplers/<sampler_id>.json    what a sampler session samples from
     <data>/live/samplers/<sampler_id>.safetensors   its adapter, for in-memory snapshots
 
-Every file is written to a temporary name and renamed over the old one, so a kill leaves either
-the old or the new version, never half of one. Nothing is fsynced: the page cache outlives a
-killed process, not a power cut. Sampler entries go when the engine drops the session from
-memory; everything of a session goes when it is finished, or at startup once it has had no
-heartbeat for `STALE_AFTER_S`.
+Every file is written whole (`tbconsole.atomic`), so a kill leaves either the old or the new
+version, never half of one. Nothing is fsynced: the page cache outlives a killed process, not a
+power cut. Sampler entries go when the engine drops the session from memory; everything of a
+session goes when it is finished, or at startup once it has had no heartbeat for `STALE_AFTER_S`.
 """
 
 from __future__ import annotations
@@ -27,14 +26,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_safetensors
 
+from tbconsole import atomic
 
-# The engine's own session ids (server.create_session); nothing else is looked up on disk.
+# The engine's own session ids (sessions.Sessions.create); nothing else is looked up on disk.
 SESSION_ID = re.compile(r"^tbc-[0-9a-f]{12}$")
 STATE = "state.safetensors"
 _ENTRY_ID = re.compile(r"^(tbc-[0-9a-f]{12}):(train|sample):[0-9]{1,18}$")
@@ -103,15 +104,12 @@ class Journal:
 
     # ------------------------------------------------------------------ files
     @staticmethod
-    def _write(path: Path, write: Callable[[Path], None]) -> int:
-        tmp = path.with_name(f".{path.name}.tmp")
-        write(tmp)
-        size = tmp.stat().st_size
-        os.replace(tmp, path)
-        return size
+    def _write(path: Path, data: bytes) -> int:
+        atomic.write_bytes(path, data)
+        return len(data)
 
     def _write_json(self, path: Path, data: dict[str, Any]) -> int:
-        return self._write(path, lambda p: p.write_text(json.dumps(data)))
+        return self._write(path, json.dumps(data).encode())
 
     def _count(self, kind: str, size: int, t0: float) -> None:
         with self._stats_lock:
@@ -181,8 +179,9 @@ class Journal:
         self._gen[model_id] = 0
         self._write_json(d / "meta.json", meta)
 
-    def save_state(self, model_id: str, adapter: dict[str, torch.Tensor],
-                   optimizer: dict[str, Any] | None, steps: int) -> int:
+    def save_state(
+        self, model_id: str, adapter: dict[str, torch.Tensor], optimizer: dict[str, Any] | None, steps: int
+    ) -> int:
         """Replace the run's state: adapter tensors, optimizer `state_dict()` (None before the
         first step), step count. Returns the bytes written."""
         d = self._run_dir(model_id)
@@ -192,8 +191,7 @@ class Journal:
         gen = self._gen.get(model_id, 0) + 1
         tensors, meta = _flatten(adapter, optimizer)
         meta.update(steps=steps, gen=gen)
-        header = {"journal": json.dumps(meta)}
-        size = self._write(d / STATE, lambda p: save_file(tensors, p, metadata=header))
+        size = self._write(d / STATE, save_safetensors(tensors, metadata={"journal": json.dumps(meta)}))
         self._gen[model_id] = gen
         self._count("state", size, t0)
         return size
@@ -202,7 +200,7 @@ class Journal:
         """Gradients are accumulating on top of the current state (cleared by the next state)."""
         d = self._run_dir(model_id)
         if d is not None and d.is_dir():
-            self._write(d / "grads", lambda p: p.write_text(str(self._gen.get(model_id, 0))))
+            self._write(d / "grads", str(self._gen.get(model_id, 0)).encode())
 
     def load_run(self, model_id: str) -> RunRecord | None:
         d = self._run_dir(model_id)
@@ -241,7 +239,7 @@ class Journal:
         size = 0
         if adapter is not None:
             tensors = {k: v.contiguous() for k, v in adapter.items()}
-            size = self._write(path.with_suffix(".safetensors"), lambda p: save_file(tensors, p))
+            size = self._write(path.with_suffix(".safetensors"), save_safetensors(tensors))
         size += self._write_json(path, {**info, "id": sid, "created": time.time()})
         if adapter is not None:
             self._count("snapshot", size, t0)
@@ -275,10 +273,9 @@ class Journal:
     def prune(self, stale_after_s: float = STALE_AFTER_S) -> None:
         """Drop half-written files, sessions without a heartbeat for `stale_after_s`, and the
         runs and samplers of sessions that are gone."""
-        for d in (self.sessions_dir, self.samplers_dir):
-            for tmp in d.glob(".*.tmp"):
-                tmp.unlink(missing_ok=True)
-        for tmp in self.runs_dir.glob("*/.*.tmp"):
+        # `.<name>.tmp-<pid>` (atomic.temp_name) or, from older versions, `.<name>.tmp`
+        for tmp in [*self.sessions_dir.glob(".*.tmp*"), *self.samplers_dir.glob(".*.tmp*"),
+                    *self.runs_dir.glob("*/.*.tmp*")]:  # fmt: skip
             tmp.unlink(missing_ok=True)
         cutoff = time.time() - stale_after_s
         live: set[str] = set()

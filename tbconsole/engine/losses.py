@@ -9,7 +9,7 @@ autograd) and the datum's `loss_fn_inputs` as float tensors, and returns the per
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -31,23 +31,25 @@ def importance_sampling(lp, inputs, cfg) -> torch.Tensor:
     return -(ratio * inputs["advantages"])
 
 
-def _clip_bounds(inputs, cfg) -> tuple[torch.Tensor | float, torch.Tensor | float]:
+def _clip_bounds(inputs, cfg, ratio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token bounds from the inputs, else the config's, else the defaults (as tensors)."""
     low = inputs.get("clip_low_threshold", cfg.get("clip_low_threshold", DEFAULT_CLIP_LOW))
     high = inputs.get("clip_high_threshold", cfg.get("clip_high_threshold", DEFAULT_CLIP_HIGH))
-    return low, high
+    return (torch.as_tensor(low, dtype=ratio.dtype, device=ratio.device),
+            torch.as_tensor(high, dtype=ratio.dtype, device=ratio.device))  # fmt: skip
 
 
 def ppo(lp, inputs, cfg) -> torch.Tensor:
     adv = inputs["advantages"]
     ratio = torch.exp(lp - inputs["logprobs"])
-    low, high = _clip_bounds(inputs, cfg)
+    low, high = _clip_bounds(inputs, cfg, ratio)
     clipped = torch.clamp(ratio, low, high)
     return -torch.minimum(ratio * adv, clipped * adv)
 
 
 def cispo(lp, inputs, cfg) -> torch.Tensor:
     ratio = torch.exp(lp - inputs["logprobs"])
-    low, high = _clip_bounds(inputs, cfg)
+    low, high = _clip_bounds(inputs, cfg, ratio)
     return -(torch.clamp(ratio, low, high).detach() * lp * inputs["advantages"])
 
 

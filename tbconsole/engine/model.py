@@ -1,4 +1,5 @@
-"""A small causal LM of the Qwen3 architecture, with LoRA adapters and a per-row KV cache.
+"""A small causal LM of the Qwen3 architecture and its per-row KV cache (LoRA adapters: `lora.py`;
+the matrices a pass multiplies by, base plus adapter: `weights.py`).
 
 Written directly in torch instead of wrapping `transformers.Qwen3ForCausalLM` because the engine
 needs what the HF module makes awkward or slow on 2 CPU cores:
@@ -19,97 +20,18 @@ the HF class unchanged; tests/engine check the logits against it.
 
 from __future__ import annotations
 
-import math
-from typing import Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from tbconsole.engine.config import UNEMBED_TARGET, ModelConfig
+from tbconsole.engine.config import ModelConfig
 
-
-class LoraAdapter:
-    """Low-rank deltas `W + (alpha/r) * B @ A` for a set of named linear layers.
-
-    Kept outside the model so that one base model serves many adapters (each training run,
-    each saved sampler snapshot). B starts at zero, so a fresh adapter reproduces the base model.
-    """
-
-    def __init__(
-        self,
-        weights: dict[str, tuple[torch.Tensor, torch.Tensor]],
-        *,
-        rank: int,
-        alpha: float,
-    ):
-        self.weights = weights
-        self.rank = rank
-        self.alpha = alpha
-        self.scale = alpha / rank
-
-    @classmethod
-    def create(
-        cls,
-        model: "Qwen3LM",
-        targets: Iterable[str],
-        *,
-        rank: int,
-        alpha: float,
-        seed: int | None,
-    ) -> "LoraAdapter":
-        gen = torch.Generator(device="cpu")
-        gen.manual_seed(0 if seed is None else seed)
-        linears = dict(model.named_linears())
-        weights: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        for name in targets:
-            out_f, in_f = linears[name].weight.shape
-            # Same init as PEFT: A ~ kaiming_uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)).
-            bound = 1.0 / math.sqrt(in_f)
-            a = (torch.rand(rank, in_f, generator=gen) * 2 - 1) * bound
-            b = torch.zeros(out_f, rank)
-            device = linears[name].weight.device
-            weights[name] = (a.to(device), b.to(device))
-        return cls(weights, rank=rank, alpha=alpha)
-
-    def parameters(self) -> list[torch.Tensor]:
-        return [t for pair in self.weights.values() for t in pair]
-
-    def requires_grad_(self, flag: bool = True) -> "LoraAdapter":
-        for t in self.parameters():
-            t.requires_grad_(flag)
-        return self
-
-    def snapshot(self) -> "LoraAdapter":
-        """A detached copy, for a sampler that must not change when training continues."""
-        return LoraAdapter(
-            {k: (a.detach().clone(), b.detach().clone()) for k, (a, b) in self.weights.items()},
-            rank=self.rank,
-            alpha=self.alpha,
-        )
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """PEFT naming, so an adapter can later be exported for HF/PEFT tooling."""
-        out = {}
-        for name, (a, b) in self.weights.items():
-            out[f"base_model.model.{name}.lora_A.weight"] = a.detach().cpu()
-            out[f"base_model.model.{name}.lora_B.weight"] = b.detach().cpu()
-        return out
-
-    @classmethod
-    def from_state_dict(
-        cls, sd: dict[str, torch.Tensor], *, rank: int, alpha: float, device: torch.device
-    ) -> "LoraAdapter":
-        weights = {}
-        prefix = "base_model.model."
-        for key, a in sd.items():
-            if not key.endswith(".lora_A.weight"):
-                continue
-            name = key[len(prefix) : -len(".lora_A.weight")]
-            b = sd[f"{prefix}{name}.lora_B.weight"]
-            weights[name] = (a.to(device).contiguous(), b.to(device).contiguous())
-        return cls(weights, rank=rank, alpha=alpha)
+if TYPE_CHECKING:
+    from tbconsole.engine.weights import Weights
 
 
 class RMSNorm(nn.Module):
@@ -172,7 +94,7 @@ class RowCache:
         self.length = 0
 
     @classmethod
-    def like(cls, other: "RowCache", capacity: int) -> "RowCache":
+    def like(cls, other: RowCache, capacity: int) -> RowCache:
         cache = cls.__new__(cls)
         layers, two, nkv, _, d = other.kv.shape
         cache.kv = other.kv.new_empty(layers, two, nkv, capacity, d)
@@ -183,130 +105,16 @@ class RowCache:
     def capacity(self) -> int:
         return self.kv.shape[3]
 
-    def nbytes(self) -> int:
-        return self.kv.numel() * self.kv.element_size()
-
-    def copy_prefix_from(self, other: "RowCache", n: int | None = None) -> None:
+    def copy_prefix_from(self, other: RowCache, n: int | None = None) -> None:
         n = other.length if n is None else min(n, other.length)
         self.kv[:, :, :, :n].copy_(other.kv[:, :, :, :n])
         self.length = n
 
 
-class Weights:
-    """The matrices one forward pass multiplies by, in the fused layout the model uses.
-
-    Per layer q|k|v and gate|up are concatenated: decoding a few tokens is bound by per-op
-    overhead (CPU) or launch overhead (GPU), so fewer, larger matmuls make a step fast.
-
-    * `Weights.training(model, adapter)`: base matrices plus the LoRA deltas applied on the
-      side, built inside the autograd graph (A matrices stacked, B block-diagonal).
-    * `Weights.merged(model, adapter)`: W + scale * B @ A folded in once, for sampling. A merged
-      copy of a small model costs a few MB and removes all adapter work from every decode step.
-    """
-
-    def __init__(self, layers: list[dict], head: torch.Tensor, head_lora, lora: list[dict], scale):
-        self.layers = layers
-        self.head = head
-        self.head_lora = head_lora
-        self.lora = lora
-        self.scale = scale
-
-    @staticmethod
-    def _base_layers(model: "Qwen3LM") -> list[dict[str, torch.Tensor]]:
-        cfg = model.cfg
-        out = []
-        for layer in model.model.layers:
-            at, mlp = layer.self_attn, layer.mlp
-            out.append(
-                {
-                    "qkv": torch.cat([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight]),
-                    "o": at.o_proj.weight,
-                    "gate_up": torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
-                    "down": mlp.down_proj.weight,
-                    "qk_norm": torch.cat(
-                        [
-                            at.q_norm.weight.expand(cfg.num_attention_heads, -1),
-                            at.k_norm.weight.expand(cfg.num_key_value_heads, -1),
-                        ]
-                    ),
-                }
-            )
-        return out
-
-    @staticmethod
-    def _lora_layers(model: "Qwen3LM", adapter: LoraAdapter) -> list[dict]:
-        cfg = model.cfg
-        h, nh, nkv, d, inter = (
-            cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-            cfg.intermediate_size,
-        )  # fmt: skip
-        groups = {
-            "qkv": (["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
-                    [(nh * d, h), (nkv * d, h), (nkv * d, h)]),
-            "o": (["self_attn.o_proj"], [(h, nh * d)]),
-            "gate_up": (["mlp.gate_proj", "mlp.up_proj"], [(inter, h), (inter, h)]),
-            "down": (["mlp.down_proj"], [(h, inter)]),
-        }  # fmt: skip
-        out = []
-        for i in range(cfg.num_hidden_layers):
-            layer: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-            for key, (names, dims) in groups.items():
-                pairs = [adapter.weights.get(f"model.layers.{i}.{n}") for n in names]
-                present = [p for p in pairs if p is not None]
-                if not present:
-                    continue
-                ref = present[0][0]
-                filled = [
-                    p if p is not None
-                    else (ref.new_zeros(adapter.rank, d_in), ref.new_zeros(d_out, adapter.rank))
-                    for p, (d_out, d_in) in zip(pairs, dims)
-                ]  # fmt: skip
-                if len(filled) == 1:
-                    layer[key] = filled[0]
-                else:
-                    layer[key] = (
-                        torch.cat([a for a, _ in filled]),
-                        torch.block_diag(*[b for _, b in filled]),
-                    )
-            out.append(layer)
-        return out
-
-    @classmethod
-    def base(cls, model: "Qwen3LM") -> "Weights":
-        return cls(model.base_layers(), model.lm_head.weight, None, [], 1.0)
-
-    @classmethod
-    def training(cls, model: "Qwen3LM", adapter: LoraAdapter | None) -> "Weights":
-        if adapter is None:
-            return cls.base(model)
-        return cls(
-            model.base_layers(),
-            model.lm_head.weight,
-            adapter.weights.get(UNEMBED_TARGET),
-            cls._lora_layers(model, adapter),
-            adapter.scale,
-        )
-
-    @classmethod
-    @torch.no_grad()
-    def merged(cls, model: "Qwen3LM", adapter: LoraAdapter | None) -> "Weights":
-        if adapter is None:
-            return cls.base(model)
-        lora = cls._lora_layers(model, adapter)
-        layers = []
-        for base, deltas in zip(model.base_layers(), lora):
-            merged = dict(base)
-            for key, (a, b) in deltas.items():
-                merged[key] = base[key] + (b @ a) * adapter.scale
-            layers.append(merged)
-        head = model.lm_head.weight
-        head_ab = adapter.weights.get(UNEMBED_TARGET)
-        if head_ab is not None:
-            head = head + (head_ab[1] @ head_ab[0]) * adapter.scale
-        return cls(layers, head, None, [], 1.0)
-
-
 class Qwen3LM(nn.Module):
+    inv_freq: torch.Tensor  # buffers (register_buffer)
+    rot_t: torch.Tensor
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -342,11 +150,29 @@ class Qwen3LM(nn.Module):
                 yield name, mod
 
     def base_layers(self) -> list[dict[str, torch.Tensor]]:
-        """Fused base matrices, built once: the base model is frozen."""
+        """Fused base matrices (q|k|v, gate|up: see `Weights`), built once: the base is frozen."""
         if self._base_layers is None:
             with torch.no_grad():
-                self._base_layers = Weights._base_layers(self)
+                self._base_layers = [self._fused_layer(self._decoder(i)) for i in range(self.cfg.num_hidden_layers)]
         return self._base_layers
+
+    def _decoder(self, i: int) -> DecoderLayer:
+        return cast(DecoderLayer, self.model.layers[i])
+
+    def _fused_layer(self, layer: DecoderLayer) -> dict[str, torch.Tensor]:
+        at, mlp = layer.self_attn, layer.mlp
+        return {
+            "qkv": torch.cat([at.q_proj.weight, at.k_proj.weight, at.v_proj.weight]),
+            "o": at.o_proj.weight,
+            "gate_up": torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
+            "down": mlp.down_proj.weight,
+            "qk_norm": torch.cat(
+                [
+                    at.q_norm.weight.expand(self.cfg.num_attention_heads, -1),
+                    at.k_norm.weight.expand(self.cfg.num_key_value_heads, -1),
+                ]
+            ),
+        }
 
     def load_base_state_dict(self, sd: dict[str, torch.Tensor]) -> None:
         self.load_state_dict(sd)
@@ -374,7 +200,7 @@ class Qwen3LM(nn.Module):
         """One decoder layer. `attend(q, k, v)` gets q [B, nh, T, d], k/v [B, nkv, T, d]
         (normed, rotated) and returns the attention output [B, nh, T, d]."""
         cfg = self.cfg
-        layer = self.model.layers[i]
+        layer = self._decoder(i)
         lw = w.layers[i]
         lora = w.lora[i] if w.lora else {}
         b, t, _ = x.shape
@@ -444,9 +270,7 @@ class Qwen3LM(nn.Module):
                     cache.kv[i, :, :, n].copy_(kv_new[row])
                     kv = cache.kv[i, :, :, : n + 1]
                     outs.append(
-                        F.scaled_dot_product_attention(
-                            q[row : row + 1], kv[0][None], kv[1][None], enable_gqa=gqa
-                        )
+                        F.scaled_dot_product_attention(q[row : row + 1], kv[0][None], kv[1][None], enable_gqa=gqa)
                     )
                 return torch.cat(outs, dim=0) if len(outs) > 1 else outs[0]
 
@@ -470,9 +294,7 @@ class Qwen3LM(nn.Module):
                 cache.kv[i, 0, :, start : start + t].copy_(k[0])
                 cache.kv[i, 1, :, start : start + t].copy_(v[0])
                 kv = cache.kv[i, :, :, : start + t]
-                return F.scaled_dot_product_attention(
-                    q, kv[0][None], kv[1][None], attn_mask=mask, enable_gqa=gqa
-                )
+                return F.scaled_dot_product_attention(q, kv[0][None], kv[1][None], attn_mask=mask, enable_gqa=gqa)
 
             x = self._layer(i, x, rope, w, attend)
         cache.length = start + t

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tbconsole.engine.config import SMALL, TINY, ModelConfig
+from tbconsole.engine.errors import BadRequest
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 TOKENIZER_DIR = ASSETS_DIR / "tokenizer"
@@ -53,6 +54,12 @@ DEFAULT_MODEL = "tbconsole/qwen3-tiny"
 def get_local_model(name: str) -> LocalModel:
     """The preset for `name` (a `:suffix` is ignored, as the cookbook does). KeyError if unknown."""
     return MODELS[name.split(":", 1)[0]]
+
+
+def check_base_model(requested: str | None, served: str) -> None:
+    """Refuse a request naming a base model other than the one served (a `:suffix` is ignored)."""
+    if requested is not None and requested.split(":", 1)[0] != served:
+        raise BadRequest(f"base model {requested!r} is not served here; this engine serves {served!r}")
 
 
 def recommended_renderer(name: str) -> str:
@@ -96,7 +103,7 @@ def register_with_cookbook() -> None:
                 recommended_renderers=local.renderers,
             )
 
-        setattr(get_model_attributes, "_tbconsole_wrapped", True)
+        get_model_attributes._tbconsole_wrapped = True  # type: ignore[attr-defined]
         get_model_attributes.__doc__ = original.__doc__
         model_info.get_model_attributes = get_model_attributes
     _REGISTERED = True

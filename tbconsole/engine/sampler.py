@@ -17,16 +17,17 @@ import logging
 import os
 import queue
 import threading
-import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from tbconsole.engine.errors import EngineError
-from tbconsole.engine.model import Qwen3LM, RowCache, Weights
+from tbconsole.engine.model import Qwen3LM, RowCache
+from tbconsole.engine.weights import Weights
 from tbconsole.engine.wire import SequenceOut
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,6 @@ class SampleJob:
     prompt_logprobs: bool
     # done(sequences, prompt_logprobs, prompt_cache_hit_tokens, error)
     done: Callable[[list[SequenceOut] | None, np.ndarray | None, int, BaseException | None], None]
-    submitted: float = field(default_factory=time.monotonic)
     rows_left: int = 0
     results: list[SequenceOut | None] = field(default_factory=list)
     prompt_lp: np.ndarray | None = None
@@ -136,7 +136,6 @@ class SamplerStats:
     sampled_tokens: int = 0
     prefill_tokens: int = 0
     prefix_hit_tokens: int = 0
-    decode_steps: int = 0
     active_rows: int = 0
     queued: int = 0
     kv_tokens_in_use: int = 0
@@ -230,7 +229,7 @@ class Sampler:
         groups: dict[Any, list[Row]] = {}
         for row in self._rows:
             groups.setdefault(row.job.weights_key, []).append(row)
-        for key, rows in groups.items():
+        for rows in groups.values():
             self._decode_step(rows)
         self._rows = [r for r in self._rows if r.stop_reason is None]
         self.stats.kv_tokens_in_use = sum(r.cache.capacity for r in self._rows)
@@ -309,7 +308,6 @@ class Sampler:
         tokens = torch.tensor([r.tokens[-1] for r in rows], dtype=torch.long, device=self.device)
         hidden = self.model.decode_hidden(tokens, [r.cache for r in rows], w)
         logits = self.model.logits(hidden, w).float()
-        self.stats.decode_steps += 1
         self._sample_and_check(rows, logits)
 
     def _sample_and_check(self, rows: list[Row], logits: torch.Tensor) -> None:

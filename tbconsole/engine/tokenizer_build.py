@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 VOCAB_SIZE = 8192
 
@@ -99,9 +99,7 @@ def corpus() -> Iterator[str]:
         _CAPS["stdlib_py"],
     )
     yield from _read_capped(_files(site, ["*.md", "*.rst", "*.txt"]), _CAPS["docs"])
-    yield from _read_capped(
-        _files(site, ["*.json", "*.toml", "*.yaml", "*.yml", "*.cfg", "*.ini"]), _CAPS["config"]
-    )
+    yield from _read_capped(_files(site, ["*.json", "*.toml", "*.yaml", "*.yml", "*.cfg", "*.ini"]), _CAPS["config"])
     shell = _files(site, ["*.sh", "*.bash"]) + _files(Path("/etc"), ["*.sh"])
     yield from _read_capped(shell, _CAPS["shell"])
     if tasks.is_dir():

@@ -17,8 +17,10 @@ import torch
 
 from tbconsole.engine.config import ModelConfig
 from tbconsole.engine.errors import BadRequest, TooLarge
+from tbconsole.engine.lora import LoraAdapter
 from tbconsole.engine.losses import LOSSES, check_inputs, check_request
-from tbconsole.engine.model import LoraAdapter, Qwen3LM, Weights
+from tbconsole.engine.model import Qwen3LM
+from tbconsole.engine.weights import Weights
 from tbconsole.engine.wire import DatumIn
 
 LORA_ALPHA = 32.0
@@ -40,7 +42,7 @@ class LoraSettings:
         }  # fmt: skip
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LoraSettings":
+    def from_dict(cls, d: dict[str, Any]) -> LoraSettings:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -92,12 +94,8 @@ class Trainer:
             raise BadRequest(f"LoRA rank must be in [1, 1024], got {lora.rank}")
         if not (lora.train_attn or lora.train_mlp or lora.train_unembed):
             raise BadRequest("at least one of train_attn, train_mlp, train_unembed must be true")
-        targets = self.cfg.lora_targets(
-            attn=lora.train_attn, mlp=lora.train_mlp, unembed=lora.train_unembed
-        )
-        adapter = LoraAdapter.create(
-            self.model, targets, rank=lora.rank, alpha=lora.alpha, seed=lora.seed
-        )
+        targets = self.cfg.lora_targets(attn=lora.train_attn, mlp=lora.train_mlp, unembed=lora.train_unembed)
+        adapter = LoraAdapter.create(self.model, targets, rank=lora.rank, alpha=lora.alpha, seed=lora.seed)
         return adapter.requires_grad_(True)
 
     # ------------------------------------------------------------------ validation
@@ -112,23 +110,18 @@ class Trainer:
             if n == 0:
                 raise BadRequest(f"datum {i}: empty model_input")
             if n > self.limits.max_context:
-                raise TooLarge(
-                    f"datum {i}: {n} tokens exceed the model's context of {self.limits.max_context}"
-                )
+                raise TooLarge(f"datum {i}: {n} tokens exceed the model's context of {self.limits.max_context}")
             check_inputs(loss_fn, set(d.inputs), i)
             for name, arr in d.inputs.items():
                 if arr.shape != (n,):
                     raise BadRequest(
-                        f"datum {i}: loss_fn_inputs[{name!r}] has {arr.size} values, "
-                        f"model_input has {n} tokens"
+                        f"datum {i}: loss_fn_inputs[{name!r}] has {arr.size} values, model_input has {n} tokens"
                     )
                 if name != "target_tokens" and not np.isfinite(arr).all():
                     raise BadRequest(f"datum {i}: loss_fn_inputs[{name!r}] has non-finite values")
             for name, arr in (("model_input", d.tokens), ("target_tokens", d.inputs["target_tokens"])):
                 if arr.min() < 0 or arr.max() >= self.cfg.vocab_size:
-                    raise BadRequest(
-                        f"datum {i}: {name} has token ids outside [0, {self.cfg.vocab_size})"
-                    )
+                    raise BadRequest(f"datum {i}: {name} has token ids outside [0, {self.cfg.vocab_size})")
             total += n
         if total > self.limits.max_tokens_per_request:
             raise TooLarge(
@@ -174,9 +167,9 @@ class Trainer:
                     w = Weights.training(self.model, run.adapter)
                     hidden = self.model.hidden_states(tokens, w)
                     flat = torch.cat([hidden[row, :n] for row, n in enumerate(lengths)])
-                    targets = torch.cat(
-                        [torch.from_numpy(data[i].inputs["target_tokens"]) for i in idx]
-                    ).to(self.device)
+                    targets = torch.cat([torch.from_numpy(data[i].inputs["target_tokens"]) for i in idx]).to(
+                        self.device
+                    )
                     lp_all = self.model.token_logprobs(flat, targets, w)
                     total = lp_all.new_zeros(())
                     start = 0

@@ -4,13 +4,14 @@ plus helpers for the JSON requests (validated with the SDK's pydantic request ty
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import zstandard
 from google.protobuf.message import DecodeError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from tinker.proto import tinker_public_pb2 as pb
 
 from tbconsole.engine.errors import BadRequest
@@ -42,7 +43,7 @@ class ForwardBackwardIn:
     data: list[DatumIn]
 
 
-def parse_json_model(cls: type, body: Any) -> Any:
+def parse_json_model[Request: BaseModel](cls: type[Request], body: Any) -> Request:
     """Validate a JSON body with the SDK's request model; 400 with pydantic's message if not."""
     if not isinstance(body, dict):
         raise BadRequest(f"expected a JSON object for {cls.__name__}")
@@ -81,9 +82,7 @@ def _tensor(msg: pb.Tensor, where: str) -> np.ndarray:
 def decode_forward_backward(body: bytes, content_encoding: str | None) -> ForwardBackwardIn:
     if content_encoding and content_encoding.lower() == "zstd":
         try:
-            body = zstandard.ZstdDecompressor().decompress(
-                body, max_output_size=MAX_DECOMPRESSED_BYTES
-            )
+            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=MAX_DECOMPRESSED_BYTES)
         except zstandard.ZstdError as e:
             raise BadRequest(f"malformed zstd body: {e}") from None
     elif content_encoding and content_encoding.lower() not in ("identity",):
@@ -121,9 +120,7 @@ def decode_forward_backward(body: bytes, content_encoding: str | None) -> Forwar
     )
 
 
-def encode_forward_backward_output(
-    outputs: Sequence[Mapping[str, np.ndarray]], metrics: Mapping[str, float]
-) -> bytes:
+def encode_forward_backward_output(outputs: Sequence[Mapping[str, np.ndarray]], metrics: Mapping[str, float]) -> bytes:
     """One ArrayRecord holding every datum's fields (float32, 1-D, byte offsets per datum)."""
     msg = pb.ForwardBackwardOutput()
     msg.loss_fn_output_type = "ArrayRecord"

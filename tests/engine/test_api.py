@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_info_and_tokenizer_offline(trained, base_model):
 def test_optim_step_lowers_cross_entropy(trained):
     _, _, losses = trained
     assert losses[-1] < 0.7 * losses[0], losses
-    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    assert all(b < a for a, b in pairwise(losses)), losses
 
 
 def test_forward_backward_each_loss(trained, tokenizer):
@@ -94,7 +95,7 @@ def test_sample_logprobs_agree_with_forward(trained, tokenizer):
     params = types.SamplingParams(max_tokens=24, temperature=1.0, seed=None)
     futures = [sampler.sample(types.ModelInput.from_ints(p), 2, params) for p in prompts]
     checked = 0
-    for prompt, fut in zip(prompts, futures):
+    for prompt, fut in zip(prompts, futures, strict=True):
         res = fut.result()
         assert len(res.sequences) == 2
         for seq in res.sequences:
@@ -102,7 +103,7 @@ def test_sample_logprobs_agree_with_forward(trained, tokenizer):
             assert len(seq.tokens) == len(seq.logprobs) >= 1
             full = prompt + list(seq.tokens)
             fwd = tc.forward([_datum(full)], "cross_entropy").result()
-            lp = fwd.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens):]
+            lp = fwd.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens) :]
             np.testing.assert_allclose(seq.logprobs, lp, atol=1e-4, rtol=0)
             checked += 1
     assert checked == 16
@@ -166,13 +167,13 @@ def test_save_load_identical(trained, service_client, tokenizer):
         out = client.forward(batch, "cross_entropy").result()
         return [o["logprobs"].to_numpy() for o in out.loss_fn_outputs]
 
-    for x, y in zip(logprobs(tc), logprobs(tc2)):
+    for x, y in zip(logprobs(tc), logprobs(tc2), strict=True):
         np.testing.assert_array_equal(x, y)
     # One identical step on both: equal only if the Adam moments were restored too.
     for client in (tc, tc2):
         client.forward_backward(batch, "cross_entropy").result()
         client.optim_step(types.AdamParams(learning_rate=1e-2)).result()
-    for x, y in zip(logprobs(tc), logprobs(tc2)):
+    for x, y in zip(logprobs(tc), logprobs(tc2), strict=True):
         np.testing.assert_allclose(x, y, atol=1e-6)
 
     prompt = types.ModelInput.from_ints(tokenizer.encode("make test", add_special_tokens=False))
@@ -192,7 +193,8 @@ def test_save_load_identical(trained, service_client, tokenizer):
     info = rest.get_weights_info_by_tinker_path(state).result()
     assert info.is_lora and info.lora_rank == 8
     rest.delete_checkpoint_from_tinker_path(sampler_path).result()
-    assert "sampler_weights/ckpt-a" not in {c.checkpoint_id for c in rest.list_checkpoints(tc.model_id).result().checkpoints}
+    remaining = rest.list_checkpoints(tc.model_id).result().checkpoints
+    assert "sampler_weights/ckpt-a" not in {c.checkpoint_id for c in remaining}
 
 
 def test_concurrent_sampling_while_training(trained, tokenizer):
@@ -224,7 +226,7 @@ def test_prefix_cache_reuses_conversation_history(trained, tokenizer):
     assert second.prompt_cache_hit_tokens >= len(turn1)
     seq = second.sequences[0]
     fwd = tc.forward([_datum(turn2 + list(seq.tokens))], "cross_entropy").result()
-    lp = fwd.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens):]
+    lp = fwd.loss_fn_outputs[0]["logprobs"].to_numpy()[-len(seq.tokens) :]
     np.testing.assert_allclose(seq.logprobs, lp, atol=1e-4, rtol=0)
 
 
@@ -255,12 +257,13 @@ def test_lora_on_attention_only(service_client, base_model, tokenizer):
         assert m.metrics["grad_norm:mean"] > 0
     assert _ce_loss(tc, batch) < before
     state = tc.save_state("attn-only").result().path
-    info = tinker.RestClient(base_url=tc.holder._base_url, api_key="tml-local").get_weights_info_by_tinker_path(state).result()
+    rest = tinker.RestClient(base_url=tc.holder._base_url, api_key="tml-local")
+    info = rest.get_weights_info_by_tinker_path(state).result()
     assert (info.train_attn, info.train_mlp, info.train_unembed) == (True, False, False)
 
 
 def test_old_snapshots_are_dropped_with_a_clear_error(service_client, base_model):
-    from tbconsole.engine.server import MAX_SNAPSHOTS_PER_RUN
+    from tbconsole.engine.sampler_sessions import MAX_SNAPSHOTS_PER_RUN
 
     tc = service_client.create_lora_training_client(base_model=base_model, rank=2).result()
     samplers = [tc.save_weights_and_get_sampling_client().result() for _ in range(MAX_SNAPSHOTS_PER_RUN + 2)]

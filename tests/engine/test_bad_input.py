@@ -11,7 +11,6 @@ import zstandard
 from tinker import types
 
 
-
 @pytest.fixture(scope="module")
 def clients(service_client, base_model):
     tc = service_client.create_lora_training_client(base_model=base_model, rank=4).result()
@@ -31,9 +30,11 @@ def _still_serves(tc, sampler) -> None:
     out = tc.forward_backward([_ok_datum()], "cross_entropy").result()
     assert np.isfinite(out.metrics["loss:sum"])
     tc.optim_step(types.AdamParams(learning_rate=0.0)).result()
-    seq = sampler.sample(
-        types.ModelInput.from_ints([1, 2, 3]), 1, types.SamplingParams(max_tokens=4, stop=[])
-    ).result().sequences[0]
+    seq = (
+        sampler.sample(types.ModelInput.from_ints([1, 2, 3]), 1, types.SamplingParams(max_tokens=4, stop=[]))
+        .result()
+        .sequences[0]
+    )
     assert len(seq.tokens) == 4
 
 
@@ -105,8 +106,10 @@ def test_sampling_bad_inputs(clients, limits):
         (lambda: sample(1, max_tokens=MAX_CONTEXT), 413, "context"),
         (lambda: sample(1, max_tokens=4, top_p=0.0), 400, "top_p"),
         (lambda: sample(1, max_tokens=4, stop=[""]), 400, "stop"),
-        (lambda: sampler.sample(types.ModelInput.from_ints([10**7]), 1, types.SamplingParams(max_tokens=2)).result(), 400, "outside"),
-        (lambda: sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2), topk_sample_logprobs=3).result(), 400, "not supported"),
+        (lambda: sampler.sample(types.ModelInput.from_ints([10**7]), 1, types.SamplingParams(max_tokens=2)).result(),
+         400, "outside"),
+        (lambda: sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2), topk_sample_logprobs=3).result(),
+         400, "not supported"),
     ]  # fmt: skip
     for fn, status, text in cases:
         e = _status_error(fn)
@@ -137,9 +140,10 @@ def test_raw_malformed_requests(engine, clients):
         assert r.status_code == 404 and "unknown model_id" in r.json()["error"]
         r = http.post(f"{url}/retrieve_future", json={"request_id": "nope"})
         assert r.status_code == 404
-        r = http.post(f"{url}/load_weights", json={"model_id": tc.model_id, "path": "file:///etc/passwd", "optimizer": False})
+        load = {"model_id": tc.model_id, "optimizer": False}
+        r = http.post(f"{url}/load_weights", json={**load, "path": "file:///etc/passwd"})
         assert r.status_code == 400 and "tinker path" in r.json()["error"]
-        r = http.post(f"{url}/load_weights", json={"model_id": tc.model_id, "path": "tinker://x/weights/../../etc", "optimizer": False})
+        r = http.post(f"{url}/load_weights", json={**load, "path": "tinker://x/weights/../../etc"})
         assert r.status_code == 400
         r = http.get(f"{url}/training_runs/nope/checkpoints")
         assert r.status_code == 404

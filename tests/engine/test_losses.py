@@ -16,12 +16,12 @@ LOW, HIGH = 0.8, 1.2
 
 
 def _ref_is(p: list[float], q: list[float], adv: list[float]) -> list[float]:
-    return [-math.exp(pi - qi) * ai for pi, qi, ai in zip(p, q, adv)]
+    return [-math.exp(pi - qi) * ai for pi, qi, ai in zip(p, q, adv, strict=True)]
 
 
 def _ref_ppo(p, q, adv, low=LOW, high=HIGH) -> list[float]:
     out = []
-    for pi, qi, ai in zip(p, q, adv):
+    for pi, qi, ai in zip(p, q, adv, strict=True):
         r = math.exp(pi - qi)
         rc = min(max(r, low), high)
         out.append(-min(r * ai, rc * ai))
@@ -29,7 +29,7 @@ def _ref_ppo(p, q, adv, low=LOW, high=HIGH) -> list[float]:
 
 
 def _ref_cispo(p, q, adv, low=LOW, high=HIGH) -> list[float]:
-    return [-min(max(math.exp(pi - qi), low), high) * pi * ai for pi, qi, ai in zip(p, q, adv)]
+    return [-min(max(math.exp(pi - qi), low), high) * pi * ai for pi, qi, ai in zip(p, q, adv, strict=True)]
 
 
 def _torch_ref(kind: str):
@@ -37,7 +37,7 @@ def _torch_ref(kind: str):
 
     def fn(data, logprobs_list):
         total = torch.zeros(())
-        for d, lp in zip(data, logprobs_list):
+        for d, lp in zip(data, logprobs_list, strict=True):
             q = d.loss_fn_inputs["logprobs"].to_torch()
             a = d.loss_fn_inputs["advantages"].to_torch()
             ratio = torch.exp(lp - q)
@@ -53,9 +53,7 @@ def _torch_ref(kind: str):
 @pytest.fixture(scope="module")
 def datum(tokenizer) -> types.Datum:
     ids = tokenizer.encode("find . -name '*.py' | xargs wc -l | sort -n\n", add_special_tokens=False)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={"target_tokens": ids[1:]}
-    )
+    return types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={"target_tokens": ids[1:]})
 
 
 def _with(datum: types.Datum, p: np.ndarray, seed: int) -> tuple[types.Datum, list, list]:

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from tbconsole.engine.config import ModelConfig
-from tbconsole.engine.model import LoraAdapter, RowCache, Weights, build_model
+from tbconsole.engine.lora import LoraAdapter
+from tbconsole.engine.model import RowCache, build_model
+from tbconsole.engine.weights import Weights
 
 CFG = ModelConfig(
     vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -21,9 +23,7 @@ def model():
 
 
 def _adapter(model, seed=1):
-    ad = LoraAdapter.create(
-        model, CFG.lora_targets(attn=True, mlp=True, unembed=True), rank=4, alpha=8, seed=seed
-    )
+    ad = LoraAdapter.create(model, CFG.lora_targets(attn=True, mlp=True, unembed=True), rank=4, alpha=8, seed=seed)
     g = torch.Generator().manual_seed(seed)
     for _, b in ad.weights.values():  # B starts at zero; make the delta visible
         b.copy_(torch.randn(b.shape, generator=g) * 0.05)
@@ -62,7 +62,7 @@ def test_cached_decode_and_extend_match_full_pass(model):
     seqs = [torch.randint(0, CFG.vocab_size, (n,), generator=torch.Generator().manual_seed(n)) for n in (9, 14, 5)]
     with torch.no_grad():
         caches = [RowCache(CFG, 32, torch.device("cpu"), torch.float32) for _ in seqs]
-        for s, c in zip(seqs, caches):
+        for s, c in zip(seqs, caches, strict=True):
             model.hidden_states(s[:-3][None], w, cache_out=[c])
         # Three batched decode steps over rows of different lengths.
         got = [[] for _ in seqs]
@@ -71,7 +71,7 @@ def test_cached_decode_and_extend_match_full_pass(model):
             h = model.decode_hidden(toks, caches, w)
             for i, row in enumerate(h):
                 got[i].append(row)
-        for s, rows in zip(seqs, got):
+        for s, rows in zip(seqs, got, strict=True):
             full = model.hidden_states(s[None], w)[0, -3:]
             torch.testing.assert_close(torch.stack(rows), full, atol=1e-5, rtol=1e-5)
         # Prefix reuse: extend a cached prefix by a chunk.

@@ -47,7 +47,7 @@ class EngineProcess:
     def _serving_lines(self) -> int:
         return self.log.read_text().count("serving http://") if self.log.exists() else 0
 
-    def start(self) -> "EngineProcess":
+    def start(self) -> EngineProcess:
         before = self._serving_lines()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TINKER_TELEMETRY": "0", "PYTHONUNBUFFERED": "1"}
         with self.log.open("a") as out:
@@ -250,7 +250,7 @@ def test_journal_stays_bounded(tmp_path):
     """Dropped snapshots leave the journal; what survives a restart is still capped; a finished
     session takes its journal with it."""
     from tbconsole.engine import EmbeddedEngine
-    from tbconsole.engine.server import MAX_SNAPSHOTS_PER_RUN
+    from tbconsole.engine.sampler_sessions import MAX_SNAPSHOTS_PER_RUN
 
     live = tmp_path / "live"
     prompt, params = types.ModelInput.from_ints([1, 2, 3]), types.SamplingParams(max_tokens=2, stop=[])
@@ -273,6 +273,7 @@ def test_journal_stays_bounded(tmp_path):
 
 
 def test_stale_sessions_are_pruned_at_startup(tmp_path):
+    from tbconsole import atomic
     from tbconsole.engine.journal import STALE_AFTER_S, Journal
 
     j = Journal(tmp_path)
@@ -283,7 +284,8 @@ def test_stale_sessions_are_pruned_at_startup(tmp_path):
         old = time.time() - age
         os.utime(tmp_path / "sessions" / f"{sid}.json", (old, old))
     j.create_run("tbc-00000000000c:train:0", {})  # its session is gone
-    (tmp_path / "samplers" / ".half-written.json.tmp").write_text("{")
+    (tmp_path / "samplers" / ".half-written.json.tmp").write_text("{")  # left by older versions
+    atomic.temp_name(tmp_path / "runs" / "tbc-00000000000a:train:0" / "state.safetensors").write_text("")
     Journal(tmp_path).prune()
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
         "meta.json", "tbc-00000000000a.json", "tbc-00000000000a:sample:0.json"]  # fmt: skip

@@ -71,10 +71,7 @@ class TinyDataset(RLDataset):
         self.n_batches, self.groups_per_batch, self.group_size = n_batches, groups_per_batch, group_size
 
     def get_batch(self, index: int) -> Sequence[EnvGroupBuilder]:
-        return [
-            TinyGroup(PROMPTS[(index + g) % len(PROMPTS)], self.group_size)
-            for g in range(self.groups_per_batch)
-        ]
+        return [TinyGroup(PROMPTS[(index + g) % len(PROMPTS)], self.group_size) for g in range(self.groups_per_batch)]
 
     def __len__(self) -> int:
         return self.n_batches
