@@ -175,7 +175,8 @@ class CheckpointStore:
         base = self.run_dir(run_id)
         for kind in KINDS:
             for meta in (base / kind).glob("*/meta.json"):
-                out.append(CheckpointRef(run_id, kind, meta.parent.name))
+                if not meta.parent.name.startswith("."):  # a save in progress, or one cut by a crash
+                    out.append(CheckpointRef(run_id, kind, meta.parent.name))
         return out
 
     def list(self, run_id: str) -> list[dict[str, Any]]:
