@@ -27,20 +27,15 @@ SETUP = "scripts/agents.sh"
 
 @dataclass(frozen=True)
 class Cli:
-    agent: str  # Harbor's agent name
     command: str  # the executable on PATH
     package: str  # the npm package
     label: str
 
 
-CLIS = {
-    "claude-code": Cli("claude-code", "claude", "@anthropic-ai/claude-code", "Claude Code"),
-    "codex": Cli("codex", "codex", "@openai/codex", "Codex CLI"),
+CLIS = {  # Harbor's agent name → its CLI
+    "claude-code": Cli("claude", "@anthropic-ai/claude-code", "Claude Code"),
+    "codex": Cli("codex", "@openai/codex", "Codex CLI"),
 }
-
-
-class AgentNotInstalled(RuntimeError):
-    """An agent CLI the trial needs is not in ``.agents/`` (the message says how to get it)."""
 
 
 def agents_dir() -> Path:
@@ -94,11 +89,3 @@ def problem(agent: str) -> str | None:
         return (f"{cli.label} in {where} is {have}, but {LOCK.relative_to(PROJECT)} pins {want}: "
                 f"run {SETUP} again.")
     return None
-
-
-def require(agent: str) -> Path:
-    """The CLI's path, or AgentNotInstalled with what to do."""
-    reason = problem(agent)
-    if reason:
-        raise AgentNotInstalled(reason)
-    return bin_dir() / CLIS[agent].command if agent in CLIS else Path()

@@ -1,126 +1,88 @@
 """Run one Harbor trial and describe what happened — the smoke test before a training run.
 
-Used by ``tbconsole trial``. Defaults: the local sandbox and the oracle agent.
+Used by ``tbconsole trial``. Defaults: the local sandbox and the oracle agent. The trial.json is
+read and translated as training reads it (``runner.trials``), the trial runs through the
+runner's Harbor driver (``runner.harbor_trial``) and its outcome is the training rule's
+(``runner.outcomes.judge``), so a trial that passes here is scored the same way in a run. No
+capture proxy runs here: what only the proxy can enforce (``max_seq_len``, the temperature) is
+not applied, and the outcome rests on Harbor's result and the verifier's reward alone.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
+from tbconsole.runner.harbor_trial import PhaseCallback, run_harbor_trial
+from tbconsole.runner.outcomes import Outcome, judge
+from tbconsole.runner.trials import TrialConfigError, TrialTemplate, load_template, make_template
 
-PhaseCallback = Callable[[str], Awaitable[None]]
+__all__ = ["TrialConfigError", "TrialSummary", "build_trial_config", "load_trial_config", "now", "run_trial"]
 
-
-class TrialConfigError(ValueError):
-    """The trial configuration is unusable; the message says how to fix it."""
-
-
-def read_trial_json(path: Path, label: str = "Trial config") -> dict[str, Any]:
-    """A trial.json as a dict: a Harbor TrialConfig without ``task`` (errors: TrialConfigError)."""
-    try:
-        raw = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise TrialConfigError(f"{label} {path} does not exist.") from None
-    except (OSError, ValueError) as exc:
-        raise TrialConfigError(f"{label} {path} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise TrialConfigError(f"{label} {path} must be a JSON object (a Harbor TrialConfig without 'task').")
-    if "task" in raw:
-        raise TrialConfigError(f"{label} {path} sets 'task'; leave it out — the task is given separately.")
-    return raw
+DEFAULT_AGENT = "oracle"
+LABEL = "Trial config"  # how error messages name the --trial-config file
 
 
-def load_trial_config(path: Path, substitutions: dict[str, str] | None = None) -> dict[str, Any]:
-    """Read a trial.json, substituting placeholders.
-
-    ``{proxy_url}`` / ``{proxy_api_key}`` and any other ``{name}`` in ``substitutions`` are
-    replaced in every string value; a placeholder with no value is an error, not a silent
-    literal.
-    """
-    return substitute(read_trial_json(path), substitutions or {}, source=str(path))
-
-
-def substitute(value: Any, substitutions: dict[str, str], *, source: str) -> Any:
-    if isinstance(value, dict):
-        return {k: substitute(v, substitutions, source=source) for k, v in value.items()}
-    if isinstance(value, list):
-        return [substitute(v, substitutions, source=source) for v in value]
-    if isinstance(value, str):
-        for name in ("proxy_url", "proxy_api_key"):
-            token = "{" + name + "}"
-            if token in value and name not in substitutions:
-                raise TrialConfigError(
-                    f"{source} uses {token} but no value was given for it "
-                    f"(tbconsole trial: pass --{name.replace('_', '-')})."
-                )
-        for name, replacement in substitutions.items():
-            value = value.replace("{" + name + "}", replacement)
-    return value
+def load_trial_config(path: Path, substitutions: dict[str, str] | None = None) -> TrialTemplate:
+    """Read a trial.json as training does (``runner.trials.load_template``) and fill its
+    placeholders: ``{proxy_url}`` / ``{proxy_api_key}`` and any other ``{name}`` in
+    ``substitutions``; a proxy placeholder with no value is an error, not a silent literal."""
+    return load_template(path, LABEL).filled(substitutions or {})
 
 
 def build_trial_config(
     task_dir: Path,
     *,
     agent: str | None = None,
-    trial_config: dict[str, Any] | None = None,
+    trial_config: TrialTemplate | dict[str, Any] | None = None,
     trials_dir: Path | None = None,
 ):
-    """A harbor TrialConfig for one task. Environment defaults to the local sandbox."""
-    from harbor.models.trial.config import TrialConfig
-    from pydantic import ValidationError
-
-    data = dict(trial_config or {})
-    environment = dict(data.get("environment") or {})
-    if not environment.get("type") and not environment.get("import_path"):
-        environment["import_path"] = LOCAL_SANDBOX
-    data["environment"] = environment
-    agent_section = dict(data.get("agent") or {})
-    if agent is not None:
-        agent_section["name"] = agent
-        agent_section.pop("import_path", None)
-    if "import_path" not in agent_section:
-        agent_section.setdefault("name", "oracle")
-    data["agent"] = agent_section
-    if trials_dir is not None:
-        data["trials_dir"] = str(trials_dir)
-    data["task"] = {"path": str(task_dir)}
-    try:
-        return TrialConfig.model_validate(data)
-    except ValidationError as exc:
-        details = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        raise TrialConfigError(f"Invalid trial config: {details}") from None
+    """A Harbor TrialConfig for one trial of ``task_dir``. ``trial_config``: a loaded trial.json
+    (``load_trial_config``) or its content as a dict; the environment defaults to the local
+    sandbox, the agent to the oracle; ``agent`` replaces the trial config's."""
+    if isinstance(trial_config, TrialTemplate):
+        template = trial_config.with_agent(agent) if agent is not None else trial_config
+    else:
+        raw = dict(trial_config or {})
+        section = {k: v for k, v in (raw.get("agent") or {}).items() if agent is None or k != "import_path"}
+        if agent is not None:
+            section["name"] = agent
+        if "import_path" not in section:
+            section.setdefault("name", DEFAULT_AGENT)
+        template = make_template({**raw, "agent": section}, "the trial config")
+    return template.harbor_config(task_dir, trials_dir=trials_dir)
 
 
 @dataclass
 class TrialSummary:
     task: str
-    trial_name: str
     trial_dir: Path
-    outcome: str
-    reward: float | None
-    rewards: dict[str, float]
-    exception: str | None
+    outcome: Outcome  # as training would judge it
     timings: dict[str, float]
 
     @property
     def ok(self) -> bool:
-        return self.exception is None and self.reward is not None
+        """Scored, as training would score it."""
+        return self.outcome.scored
+
+    @property
+    def reward(self) -> float | None:
+        return self.outcome.reward
+
+    @property
+    def exception(self) -> str | None:
+        """What went wrong, for a trial that would not be scored."""
+        if self.outcome.scored:
+            return None
+        return f"{self.outcome.exception_type}: {self.outcome.message or ''}".strip()
 
     def lines(self) -> list[str]:
         reward = "—" if self.reward is None else f"{self.reward:g}"
         out = [
             f"task      {self.task}",
-            f"outcome   {self.outcome}",
+            f"outcome   {self.outcome.status}",
             f"reward    {reward}",
         ]
         if self.exception:
@@ -137,17 +99,6 @@ def _seconds(timing) -> float | None:
 
 
 def summarize(result, reward_key: str = "reward") -> TrialSummary:
-    rewards = dict((result.verifier_result.rewards or {}) if result.verifier_result else {})
-    reward = rewards.get(reward_key)
-    if reward is not None and not math.isfinite(float(reward)):
-        reward = None
-    exc = result.exception_info
-    if exc is not None:
-        outcome = exc.exception_type
-    elif reward is None:
-        outcome = "NoReward"
-    else:
-        outcome = "Completed"
     timings = {
         name: secs
         for name, secs in (
@@ -160,33 +111,18 @@ def summarize(result, reward_key: str = "reward") -> TrialSummary:
     }
     if result.started_at and result.finished_at:
         timings["total"] = (result.finished_at - result.started_at).total_seconds()
-    trial_dir = Path(result.config.trials_dir) / result.trial_name
     return TrialSummary(
         task=result.task_name,
-        trial_name=result.trial_name,
-        trial_dir=trial_dir,
-        outcome=outcome,
-        reward=None if reward is None else float(reward),
-        rewards={k: float(v) for k, v in rewards.items()},
-        exception=None if exc is None else f"{exc.exception_type}: {exc.exception_message}".strip(),
+        trial_dir=Path(result.config.trials_dir) / result.trial_name,
+        outcome=judge(result, reward_key),
         timings=timings,
     )
 
 
 async def run_trial(config, on_phase: PhaseCallback | None = None, reward_key: str = "reward") -> TrialSummary:
-    """Run a harbor TrialConfig to the end and summarize it."""
-    from harbor.trial.hooks import TrialEvent
-    from harbor.trial.trial import Trial
-
-    trial = await Trial.create(config)
-    if on_phase is not None:
-        for event in TrialEvent:
-            async def hook(_event, name=event.value):
-                await on_phase(name)
-
-            trial.add_hook(event, hook)
-    result = await trial.run()
-    return summarize(result, reward_key)
+    """Run a Harbor TrialConfig to the end and summarize it (errors before the trial starts:
+    ``runner.harbor_trial.TrialNotCreated``, a RuntimeError with Harbor's message)."""
+    return summarize(await run_harbor_trial(config, on_phase), reward_key)
 
 
 def now() -> str:

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbconsole.atomic import write_text
+
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-task marker
 HELDOUT_SHARE = 5  # one variant in five is held out
 SPLITS = ("train", "heldout")
@@ -53,7 +55,7 @@ class Variant:
         return "heldout" if digest[0] % HELDOUT_SHARE == 0 else "train"
 
     @property
-    def spec(self) -> "Family":
+    def spec(self) -> Family:
         return FAMILIES[self.family]
 
     @property
@@ -147,7 +149,7 @@ def sample_variants(split: str, n: int, seed: int, families: tuple[str, ...] | N
     pools = {f: [v for v in all_variants(split) if v.family == f] for f in families or FAMILIES}
     for pool in pools.values():
         rng.shuffle(pool)
-    picks = itertools.islice(itertools.chain.from_iterable(zip(*pools.values())), n)
+    picks = itertools.islice(itertools.chain.from_iterable(zip(*pools.values(), strict=False)), n)
     return list(picks)
 
 
@@ -202,36 +204,24 @@ def _setup_sh(files: dict[str, str]) -> str:
 
 
 def write_task(variant: Variant, dest: Path, folder: str | None = None) -> Path:
-    """The variant's task folder under ``dest`` (written whole, then renamed into place)."""
-    import shutil
-    import tempfile
-
+    """The variant's task folder under ``dest``. Each file is written whole and ``task.toml``
+    last: a folder is a task only once it has one (``taskset.discover``), so a write cut short
+    is finished by the next call instead of being taken for a task."""
     spec = variant.spec
     final = dest / (folder or variant.name)
-    if final.is_dir():
+    if (final / "task.toml").is_file():
         return final
-    dest.mkdir(parents=True, exist_ok=True)
     files, expected = variant.files()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{variant.name}.", dir=dest))
-    try:
-        contents = {
-            "task.toml": TASK_TOML.format(name=variant.name, description=spec.description,
-                                          family=variant.family, split=variant.split),
-            "instruction.md": variant.instruction + "\n",
-            "environment/setup.sh": _setup_sh(files),
-            "tests/test.sh": TEST_SH.format(answer=spec.answer, expected=expected),
-            "solution/solve.sh": "#!/bin/bash\n" + variant.solution + "\n",
-        }
-        for rel, text in contents.items():
-            path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            if rel.endswith(".sh"):
-                path.chmod(0o755)
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    scripts = {
+        "environment/setup.sh": _setup_sh(files),
+        "tests/test.sh": TEST_SH.format(answer=spec.answer, expected=expected),
+        "solution/solve.sh": "#!/bin/bash\n" + variant.solution + "\n",
+    }
+    write_text(final / "instruction.md", variant.instruction + "\n")
+    for rel, text in scripts.items():
+        write_text(final / rel, text).chmod(0o755)
+    write_text(final / "task.toml", TASK_TOML.format(name=variant.name, description=spec.description,
+                                                     family=variant.family, split=variant.split))
     return final
 
 

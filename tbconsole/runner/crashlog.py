@@ -7,13 +7,13 @@ import time
 import traceback
 from pathlib import Path
 
-LOG_FILE = "logs.log"
+from tbconsole.runfolder import RunFolder
 
 
 def log_traceback(log_path: Path, exc: BaseException, what: str = "the run failed") -> Path:
     """Append ``exc``'s traceback to the run's log file and return its path (best effort: a
     full disk must not turn one message into a second failure)."""
-    log_file = Path(log_path) / LOG_FILE
+    log_file = RunFolder(log_path).log_file
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "a", encoding="utf-8") as handle:

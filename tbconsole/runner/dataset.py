@@ -19,6 +19,7 @@ from pathlib import Path
 import chz
 from tinker_cookbook.rl.types import (
     Action,
+    ActionExtra,
     Env,
     EnvGroupBuilder,
     RLDataset,
@@ -36,7 +37,7 @@ class PlaceholderEnv(Env):
     async def initial_observation(self):  # pragma: no cover - never called by design
         raise RuntimeError("Harbor drives this episode; the env is not stepped")
 
-    async def step(self, action: Action) -> StepResult:  # pragma: no cover - never called
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:  # pragma: no cover
         raise RuntimeError("Harbor drives this episode; the env is not stepped")
 
 

@@ -4,7 +4,8 @@ The SDK alone retries a dead gateway for five minutes before failing; a short pr
 ``GET {base_url}/api/v1/healthz`` fails in seconds with a message instead. During the run,
 ``GatewayWatch`` probes every few seconds (and at once when the proxy reports a failed model
 call); two failed probes in a row (four when they only time out) mark the gateway down, which
-cancels the groups in flight as an infrastructure failure (see ``rollout``): no trial is scored against a dead gateway.
+cancels the groups in flight as an infrastructure failure (see ``rollout``): no trial is scored
+against a dead gateway.
 """
 
 from __future__ import annotations
@@ -75,17 +76,16 @@ class GatewayWatch:
     """Whether the gateway answers, kept current by ``run()`` (a background task).
 
     ``down`` is set once ``FAILURES_TO_DOWN`` probes in a row failed (``TIMEOUTS_TO_DOWN`` when
-    they only timed out) and cleared by the next good one; ``suspect()`` (a failed model call) asks for a probe now instead of at the next
-    interval. ``wait_up()`` returns once the gateway answers again."""
+    they only timed out) and cleared by the next good one; ``suspect()`` (a failed model call)
+    asks for a probe now instead of at the next interval. ``wait_up()`` returns once the gateway
+    answers again."""
 
     def __init__(self, base_url: str, publish: Callable[[Event], None], *,
-                 sampler_path: Callable[[], str | None] | None = None,
                  interval: float = INTERVAL_SEC, retry: float = RETRY_SEC,
                  failures_to_down: int = FAILURES_TO_DOWN, timeouts_to_down: int = TIMEOUTS_TO_DOWN,
                  probe_timeout: float = PROBE_TIMEOUT_SEC):
         self.base_url = base_url
         self._publish = publish
-        self._sampler_path = sampler_path
         self.interval = interval
         self.retry = retry
         self.failures_to_down = failures_to_down
@@ -106,8 +106,7 @@ class GatewayWatch:
     async def check(self) -> bool:
         """One probe; updates ``down``/``up``. True when the gateway answered."""
         latency, error, timed_out = await probe(self.base_url, self.probe_timeout)
-        self._publish(GatewayHealth(base_url=self.base_url, ok=error is None, latency_ms=latency, error=error,
-                                    sampler_path=self._sampler_path() if self._sampler_path else None))
+        self._publish(GatewayHealth(base_url=self.base_url, ok=error is None, latency_ms=latency, error=error))
         if error is None:
             self._failures = self._timeouts = 0
             self.error = None

@@ -33,7 +33,7 @@ class HeldOutEvaluator(SamplingClientEvaluator):
     async def __call__(self, sampling_client) -> dict[str, float]:
         ctx = self.ctx
         trained = 0 if ctx.last_batch is None else ctx.last_batch + 1  # updates behind this policy
-        quiet = dataclasses.replace(ctx, publish=_only_logs(ctx.publish), log_path=ctx.log_path / "heldout",
+        quiet = dataclasses.replace(ctx, publish=_only_logs(ctx.publish), log_path=ctx.folder.heldout.root,
                                     _gates={})
         builders = [HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i,
                                        group_size=self.group_size)
@@ -44,7 +44,7 @@ class HeldOutEvaluator(SamplingClientEvaluator):
         for failure in failed:
             if not isinstance(failure, TrialFailed):
                 raise failure
-        scored = [b for b, r in zip(builders, results) if not isinstance(r, BaseException)]
+        scored = [b for b, r in zip(builders, results, strict=True) if not isinstance(r, BaseException)]
         rewards = [r.reward for b in scored for r in b.rewards]
         mean = sum(rewards) / len(rewards) if rewards else 0.0
         ctx.publish(LogLine(level="warning" if failed else "info", message=(

@@ -78,4 +78,5 @@ class ProgressLog:
             case ev.LogLine():
                 self._print(f"{event.level}: {event.message}")
             case ev.RunEnded():
-                self._print(f"run {event.status} at step {event.step}" + (f": {event.message}" if event.message else ""))
+                message = f": {event.message}" if event.message else ""
+                self._print(f"run {event.status} at step {event.step}{message}")

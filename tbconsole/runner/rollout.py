@@ -31,27 +31,24 @@ from tinker_cookbook.completers import TokensWithLogprobs
 from tinker_cookbook.rl.rollout_strategy import RolloutResult, RolloutStrategy
 from tinker_cookbook.rl.types import Trajectory, Transition
 
+from tbconsole import runfolder
 from tbconsole.control import RunControl
+from tbconsole.enums import TrialPhase
 from tbconsole.events import (
     BatchStarted,
     ErrorRaised,
-    LogLine,
     Event,
     GroupEnded,
     GroupStarted,
+    LogLine,
     TrialEnded,
-    TrialPhase,
 )
+from tbconsole.events import TrialPhase as TrialPhaseChanged
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
+from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
-from tbconsole.runner.outcomes import GATEWAY_DOWN, Outcome, TrialFailed, classify, infrastructure_failure
+from tbconsole.runner.outcomes import GATEWAY_DOWN, Capture, Outcome, TrialFailed, failure, judge
 from tbconsole.runner.trials import TrialTemplate
-
-HARBOR_PHASES = {  # Harbor trial events → the console's phases
-    "environment-start": "environment",
-    "agent-start": "agent",
-    "verification-start": "verifying",
-}
 
 
 class StopRun(Exception):
@@ -78,6 +75,10 @@ class RunContext:
     gateway: GatewayWatch | None = None  # None: nobody watches (tests with scripted samplers)
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
     _groups: set[asyncio.Task] = field(default_factory=set)  # groups running now (any batch)
+
+    @property
+    def folder(self) -> runfolder.RunFolder:
+        return runfolder.RunFolder(self.log_path)
 
     async def cancel_groups(self, timeout: float = 120) -> None:
         """Cancel the groups still running and wait for them (their sandboxes stop), bounded.
@@ -120,6 +121,7 @@ class HarborRolloutStrategy(RolloutStrategy):
     async def execute(self, env_group_builder, policy) -> RolloutResult:
         builder: HarborGroupBuilder = env_group_builder
         task = asyncio.current_task()
+        assert task is not None  # the cookbook runs each group in its own task
         self.ctx._groups.add(task)
         try:
             return await self._execute(builder, policy)
@@ -135,8 +137,8 @@ class HarborRolloutStrategy(RolloutStrategy):
         while True:
             try:
                 return await run_group(self.ctx, builder, sampling_client, attempt)
-            except TrialFailed as failure:
-                decision = await self._decide(builder, failure)
+            except TrialFailed as failed:
+                decision = await self._decide(builder, failed)
                 if decision != "retry_group":
                     raise
                 attempt += 1
@@ -146,12 +148,12 @@ class HarborRolloutStrategy(RolloutStrategy):
                         f"step {builder.batch} group {builder.group}: retry waits for the gateway to answer")))
                     await gateway.wait_up()
 
-    async def _decide(self, builder: HarborGroupBuilder, failure: TrialFailed) -> str:
+    async def _decide(self, builder: HarborGroupBuilder, failed: TrialFailed) -> str:
         ctx = self.ctx
         ctx.publish(ErrorRaised(
-            step=builder.batch, group=builder.group, trial=failure.trial,
-            exception_type=failure.exception_type, message=failure.message,
-            trial_dir=failure.trial_dir, decision_needed=ctx.decision_timeout != 0,
+            step=builder.batch, group=builder.group, trial=failed.trial,
+            exception_type=failed.exception_type, message=failed.message,
+            trial_dir=failed.trial_dir, decision_needed=ctx.decision_timeout != 0,
         ))
         return await ctx.control.ask(builder.batch, builder.group, default="abort",
                                      timeout=ctx.decision_timeout)
@@ -163,6 +165,11 @@ class TrialRun:
     outcome: Outcome | None = None
     trial_dir: str | None = None
     turns: list = field(default_factory=list)
+
+    def trial_reward(self) -> TrialReward:
+        """The cookbook's reward and exit-status metric of this (scored) trial."""
+        assert self.outcome is not None and self.outcome.reward is not None, "only a scored trial has a reward"
+        return TrialReward(self.outcome.reward, {f"exit_status/{self.outcome.status}": 1.0})
 
 
 async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_client: tinker.SamplingClient,
@@ -185,8 +192,8 @@ async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_clien
         ctx.publish(GroupStarted(step=step, group=group, task=builder.task_name, trials=trial_ids,
                                  proxy_url=proxy.url))
         for run in runs:
-            ctx.publish(TrialPhase(step=step, group=group, trial=run.trial_id, phase="queued",
-                                   task=builder.task_name))
+            ctx.publish(TrialPhaseChanged(step=step, group=group, trial=run.trial_id, phase=TrialPhase.QUEUED,
+                                          task=builder.task_name))
         limit = asyncio.Semaphore(ctx.max_parallel_trials)
         try:
             async with asyncio.TaskGroup() as tasks:  # first TrialFailed cancels the rest
@@ -196,17 +203,15 @@ async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_clien
                 watch.cancel()
         except* TrialFailed as failures:
             first = failures.exceptions[0]
-            ctx.publish(GroupEnded(step=step, group=group, rewards=[r.outcome.reward if r.outcome else None for r in runs],
-                                   ok=False, error=str(first)))
+            rewards = [r.outcome.reward if r.outcome else None for r in runs]
+            ctx.publish(GroupEnded(step=step, group=group, rewards=rewards, ok=False, error=str(first)))
             raise first from None
-        rewards = [run.outcome.reward for run in runs]
-        ctx.publish(GroupEnded(step=step, group=group, rewards=rewards, ok=True))
+        trial_rewards = [run.trial_reward() for run in runs]  # no trial raised: all were scored
+        ctx.publish(GroupEnded(step=step, group=group, rewards=[r.reward for r in trial_rewards], ok=True))
     finally:
         await proxy.stop()
 
-    builder.rewards = [
-        TrialReward(run.outcome.reward, {f"exit_status/{run.outcome.status}": 1.0}) for run in runs
-    ]
+    builder.rewards = trial_rewards
     trajectories = [to_trajectory(run.turns) for run in runs]
     return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
 
@@ -217,26 +222,20 @@ def claim_attempt(ctx: RunContext, builder: HarborGroupBuilder, attempt: int = 0
     folder is created here, exclusively, so two attempts can never share it (a resumed step, a
     retried group, another run writing to the same ``trials_dir``)."""
     step, group = builder.batch, builder.group
-    step_dir = ctx.log_path / "capture" / f"step_{step:06d}"
-    step_dir.mkdir(parents=True, exist_ok=True)
-    trials_dir = ctx.template.trials_dir(default_trials_dir(ctx, step))
+    folder = ctx.folder
+    folder.capture_step(step).mkdir(parents=True, exist_ok=True)
+    trials_dir = ctx.template.trials_dir(folder.trials(step))
     for n in itertools.count(attempt):
-        suffix = f"-r{n}" if n else ""  # the first attempt keeps the plain names
-        trial_ids = [f"{builder.task_name}.s{step}g{group}t{k}{suffix}" for k in range(builder.group_size)]
+        trial_ids = [runfolder.trial_id(builder.task_name, step, group, k, n) for k in range(builder.group_size)]
         if any((trials_dir / t).exists() for t in trial_ids):
             continue
-        capture_dir = step_dir / f"group_{group:03d}{suffix}"
+        capture_dir = folder.capture_group(step, group, n)
         try:
             capture_dir.mkdir()
         except FileExistsError:
             continue
         return capture_dir, trial_ids
     raise AssertionError("unreachable")
-
-
-def default_trials_dir(ctx: RunContext, step: int) -> Path:
-    """Where trial folders go when trial.json names no ``trials_dir``."""
-    return ctx.log_path / "trials" / f"step_{step:06d}"
 
 
 async def _fail_when_gateway_down(ctx: RunContext, builder: HarborGroupBuilder) -> None:
@@ -251,75 +250,37 @@ async def _fail_when_gateway_down(ctx: RunContext, builder: HarborGroupBuilder) 
 
 async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun,
                      limit: asyncio.Semaphore) -> None:
-    from harbor.trial.hooks import TrialEvent
-    from harbor.trial.trial import Trial
-
     step, group = builder.batch, builder.group
     async with limit:
         cred = proxy.register_trial(run.trial_id, context_window=ctx.template.proxy.context_window,
                                     temperature=ctx.template.proxy.temperature)
-        config = ctx.template.config_for(
-            builder.task_dir.resolve(), run.trial_id, cred.proxy_url, cred.api_key,
-            default_trials_dir=default_trials_dir(ctx, step),
-        )
+        config = ctx.template.config_for(builder.task_dir.resolve(), run.trial_id, cred.proxy_url, cred.api_key,
+                                         default_trials_dir=ctx.folder.trials(step))
         run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
         started = time.monotonic()
 
-        def phase(name: str):
-            async def hook(_event) -> None:
-                ctx.publish(TrialPhase(step=step, group=group, trial=run.trial_id, phase=name,
-                                       task=builder.task_name, trial_dir=run.trial_dir))
-            return hook
+        async def on_phase(phase: TrialPhase) -> None:
+            ctx.publish(TrialPhaseChanged(step=step, group=group, trial=run.trial_id, phase=phase,
+                                          task=builder.task_name, trial_dir=run.trial_dir))
 
         try:
-            trial = await Trial.create(config)
-        except Exception as exc:  # a task or environment definition Harbor refuses
-            raise _failed(ctx, builder, run, type(exc).__name__, str(exc), started) from None
-        for harbor_event, name in HARBOR_PHASES.items():
-            trial.add_hook(TrialEvent(harbor_event), phase(name))
-        try:
-            result = await trial.run()
-        finally:
-            # Also after a normal return: Harbor swallows a cancel that lands while it stops
-            # the sandbox and returns, with the stop still running in a shielded task.
-            await _sandbox_gone(trial)
+            result = await run_harbor_trial(config, on_phase)
+        except TrialNotCreated as exc:
+            raise _failed(ctx, builder, run, failure(exc.exception_type, str(exc)), started) from None
 
-    exc = result.exception_info
-    rewards = result.verifier_result.rewards if result.verifier_result else None
-    stats = proxy.stats(run.trial_id)
     run.turns = proxy.turns(run.trial_id)
-    outcome = classify(
-        exc.exception_type if exc else None, exc.exception_message if exc else None,
-        rewards, ctx.reward_key, context_refused=bool(stats.context_refused),
-        output_limited=bool(run.turns) and run.turns[-1].stop_reason == "length",
-    )
-    if outcome.scored and proxy.lost(run.trial_id):
-        outcome = Outcome("AgentError", None, "CaptureLost", proxy.lost_reason(run.trial_id) or "a turn was not captured")
-    if outcome.scored and any(len(t.logprobs) != len(t.output_tokens) for t in run.turns):
-        outcome = Outcome("AgentError", None, "MissingLogprobs", "a sampled turn came without log-probs")
-    if outcome.scored:  # infrastructure wins over whatever Harbor reports after it
-        outcome = infrastructure_failure(stats, calls_model=ctx.template.calls_proxy) or outcome
-    run.outcome = outcome
+    capture = Capture(stats=proxy.stats(run.trial_id), turns=run.turns, lost=proxy.lost_reason(run.trial_id),
+                      calls_model=ctx.template.calls_proxy)
+    run.outcome = outcome = judge(result, ctx.reward_key, capture)
     if not outcome.scored:
-        raise _failed(ctx, builder, run, outcome.exception_type or "AgentError", outcome.message or "", started)
+        raise _failed(ctx, builder, run, outcome, started)
     _publish_end(ctx, builder, run, outcome, started)
 
 
-async def _sandbox_gone(trial, timeout: float = 60) -> None:
-    """Harbor may finish stopping a trial's sandbox in the background (after a cancel): wait for
-    it, so a group that raised leaves no sandbox behind when it returns."""
-    waiter = getattr(getattr(trial, "agent_environment", None), "wait_stopped", None)
-    if waiter is not None:
-        try:
-            await asyncio.wait_for(waiter(), timeout)
-        except TimeoutError:
-            pass
-
-
-def _failed(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, exception_type: str, message: str,
+def _failed(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome,
             started: float) -> TrialFailed:
-    _publish_end(ctx, builder, run, Outcome("AgentError", None, exception_type, message), started)
-    return TrialFailed(run.trial_id, exception_type, message, run.trial_dir)
+    _publish_end(ctx, builder, run, outcome, started)
+    return TrialFailed(run.trial_id, outcome.exception_type or outcome.status, outcome.message or "", run.trial_dir)
 
 
 def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome,

@@ -16,7 +16,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import chz
 import tinker
@@ -25,6 +25,7 @@ from tinker_cookbook.rl import train as rl_train
 from tinker_cookbook.utils import ml_log
 
 from tbconsole.control import ControlInbox, RunControl
+from tbconsole.enums import RunStatus
 from tbconsole.events import (
     BatchEnded,
     CheckpointSaved,
@@ -38,6 +39,7 @@ from tbconsole.events import (
 )
 from tbconsole.runner import health
 from tbconsole.runner.crashlog import log_traceback
+from tbconsole.runner.dataset import HarborDataset
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
@@ -91,14 +93,18 @@ class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
 
 @dataclass
 class RunResult:
-    status: str  # done | stopped | aborted | failed
+    status: RunStatus
     step: int
     message: str | None = None
     sampler_path: str | None = None  # the final weights, when the run finished
 
     @property
+    def ended_well(self) -> bool:
+        return self.status in (RunStatus.DONE, RunStatus.STOPPED)
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.status in ("done", "stopped") else 1
+        return 0 if self.ended_well else 1
 
 
 async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
@@ -120,12 +126,13 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
 
     tokenizer = get_tokenizer(config.model_name)
     renderer = get_renderer(renderer_name, tokenizer)
+    gateway = health.GatewayWatch(base_url, publish)
     ctx = RunContext(
         publish=publish, control=control, log_path=log_path, renderer=renderer, tokenizer=tokenizer,
         template=template, max_tokens=config.max_tokens, reward_key=harbor.reward_key,
         listen_host=harbor.listen_host, advertised_host=harbor.advertised_host,
         max_parallel_trials=harbor.max_parallel_trials_per_group, decision_timeout=decision_timeout,
-        gateway=health.GatewayWatch(base_url, publish),
+        gateway=gateway,
     )
     # The recipe's rollout strategy goes straight to the loop (not into the config, which the
     # cookbook deep-copies for config.json).
@@ -134,22 +141,25 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
 
     ml_logger = ml_log.setup_logging(log_dir=config.log_path, wandb_project=config.wandb_project,
                                      config=config, wandb_name=config.wandb_name)
-    ml_logger.loggers.append(EventMetricsLogger(publish))
+    cast(ml_log.MultiplexLogger, ml_logger).loggers.append(EventMetricsLogger(publish))
     _quiet_console_logging()
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
     start_batch = resume.batch if resume else 0
 
     service_client = tinker.ServiceClient(base_url=config.base_url)
     if resume:
-        training_client = await service_client.create_training_client_from_state_with_optimizer_async(resume.state_path)
+        training_client = await service_client.create_training_client_from_state_with_optimizer_async(
+            resume.state_path)
     elif config.load_checkpoint_path:
         training_client = await service_client.create_training_client_from_state_async(config.load_checkpoint_path)
     else:
-        training_client = await service_client.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
+        training_client = await service_client.create_lora_training_client_async(
+            config.model_name, rank=config.lora_rank)
 
     kl_reference_client = None
     if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
         reference = config.kl_reference_config
+        assert reference is not None, "config.kl_reference_config is required with config.kl_penalty_coef > 0"
         kl_reference_client = await _ready(service_client.create_sampling_client(
             base_model=reference.base_model, model_path=reference.load_checkpoint_path))
     evaluators = []
@@ -157,7 +167,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         from tbconsole.runner.heldout import HeldOutEvaluator
 
         evaluators.append(HeldOutEvaluator(ctx, Path(harbor.eval_tasks_dir), harbor.eval_group_size))
-    dataset, _ = await config.dataset_builder()
+    dataset = cast(HarborDataset, (await config.dataset_builder())[0])  # the recipe's builder
     ctx.dataset = dataset
     num_batches = len(dataset)
     end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
@@ -170,8 +180,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     publish(RunStarted(
         run_id=uuid.uuid4().hex[:12], log_path=str(log_path), model_name=config.model_name,
         base_url=base_url, renderer_name=renderer_name, total_steps=end_batch, start_step=start_batch,
-        groups_per_batch=config.dataset_builder.groups_per_batch,
-        group_size=config.dataset_builder.group_size,
+        groups_per_batch=dataset.groups_per_batch, group_size=dataset.group_size,
         tasks=[p.name for p in dataset.tasks],
         config=redact({"config": _plain(args.config), "harbor": _plain(harbor)}),
     ))
@@ -182,7 +191,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     # collector, whose full passes over them would otherwise stall every proxied request.
     gc.freeze()
     inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
-    background = [asyncio.create_task(inbox.run()), asyncio.create_task(ctx.gateway.run())]
+    background = [asyncio.create_task(inbox.run()), asyncio.create_task(gateway.run())]
     training = asyncio.create_task(rl_train.do_sync_training(
         start_batch=start_batch, end_batch=end_batch, num_batches=end_batch, config=config,
         training_client=training_client, kl_reference_client=kl_reference_client, evaluators=evaluators,
@@ -196,10 +205,11 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         if not training.done():  # abort: cancel the trials in flight; captures/events stay
             training.cancel()
             await asyncio.gather(training, return_exceptions=True)
-            result = RunResult("aborted", ctx.last_batch if ctx.last_batch is not None else start_batch, "aborted by request")
+            result = RunResult(RunStatus.ABORTED, ctx.last_batch if ctx.last_batch is not None else start_batch,
+                               "aborted by request")
         else:
             result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch)
-            if result.status == "done" and evaluators and config.eval_every > 0 and start_batch < end_batch:
+            if result.status == RunStatus.DONE and evaluators and config.eval_every > 0 and start_batch < end_batch:
                 await _final_evaluation(evaluators, service_client, result.sampler_path, ml_logger, end_batch)
     except Exception as exc:  # noqa: BLE001 - a training-side failure ends the run with a message
         result = _failed_run(exc, ctx, start_batch, publish)
@@ -210,7 +220,7 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
         await asyncio.gather(*background, aborted, return_exceptions=True)
         ml_logger.close()
     await _close_session(service_client, result.status)
-    control.finish("done" if result.status in ("done", "stopped") else "failed", result.message)
+    control.finish(RunStatus.DONE if result.ended_well else RunStatus.FAILED, result.message)
     publish(RunEnded(status=result.status, step=result.step, message=result.message))
     return result
 
@@ -221,28 +231,28 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
     except StopRun:
         batch = ctx.last_batch
         if control.abort_requested.is_set():
-            return RunResult("aborted", batch, "aborted by request")
+            return RunResult(RunStatus.ABORTED, batch, "aborted by request")
         # Stop: batch-1 was trained; checkpoint so a rerun of the same command resumes at `batch`.
         if not checkpoint_mgr.should_save_periodic(batch):
             await checkpoint_mgr.save_periodic_async(step=batch, loop_state={"batch": batch})
         await checkpoint_mgr.finalize_async()
-        return RunResult("stopped", batch, f"stopped cleanly before batch {batch}")
+        return RunResult(RunStatus.STOPPED, batch, f"stopped cleanly before batch {batch}")
     except TrialFailed as failure:
-        return RunResult("failed", ctx.last_batch if ctx.last_batch is not None else start_batch, str(failure))
+        return RunResult(RunStatus.FAILED, ctx.last_batch if ctx.last_batch is not None else start_batch, str(failure))
     sampler_path = None
     if start_batch < end_batch:
         paths = await checkpoint_mgr.save_final_async(loop_state={"batch": end_batch})
         sampler_path = paths.get("sampler_path")
     else:
         await checkpoint_mgr.finalize_async()
-    return RunResult("done", end_batch, None, sampler_path)
+    return RunResult(RunStatus.DONE, end_batch, None, sampler_path)
 
 
 def _failed_run(exc: Exception, ctx: RunContext, start_batch: int, publish) -> RunResult:
     """A failure outside the trials (a training call the gateway did not answer after the SDK's
     retries, a checkpoint that could not be written): one error event and a message that says
     what to do; the traceback goes to the run's logs.log only."""
-    log_traceback(ctx.log_path, exc)
+    log_file = log_traceback(ctx.log_path, exc)
     step = ctx.last_batch if ctx.last_batch is not None else start_batch
     reason = f"{type(exc).__name__}: {str(exc)[:500]}"
     if _is_connection_error(exc):
@@ -250,17 +260,19 @@ def _failed_run(exc: Exception, ctx: RunContext, start_batch: int, publish) -> R
                 "during training. Start it again, then rerun the same command: the run resumes from its "
                 "last checkpoint.")
     else:
-        hint = (f"see {ctx.log_path / 'logs.log'} for the traceback; rerun the same command to resume from "
+        hint = (f"see {log_file} for the traceback; rerun the same command to resume from "
                 "the last checkpoint.")
     publish(ErrorRaised(step=step, group=None, trial=None, exception_type=type(exc).__name__,
                         message=f"{reason} — {hint}", trial_dir=None, decision_needed=False))
-    return RunResult("failed", step, f"{reason}: {hint}")
+    return RunResult(RunStatus.FAILED, step, f"{reason}: {hint}")
 
 
-async def _close_session(service_client: tinker.ServiceClient, status: str, timeout: float = 5) -> None:
+async def _close_session(service_client: tinker.ServiceClient, status: RunStatus, timeout: float = 5) -> None:
     """Finish the run's session, so the gateway can let go of its live state (the local engine
     deletes its journal). Bounded: a dead gateway must not hold the run's end."""
-    reason = {"done": "success", "stopped": "success", "aborted": "interrupted"}.get(status, "errored")
+    reasons: dict[RunStatus, Literal["success", "errored", "interrupted"]] = {
+        RunStatus.DONE: "success", RunStatus.STOPPED: "success", RunStatus.ABORTED: "interrupted"}
+    reason = reasons.get(status, "errored")
     try:
         await asyncio.wait_for(_ready(service_client.close(reason, detail=f"run {status}")), timeout)
     except Exception as exc:  # noqa: BLE001 - the run has ended either way

@@ -26,22 +26,63 @@ what that agent takes (``AGENT_RULES``), or refused before the run with the key 
 environment (``tbconsole.agents``), so a trial.json that runs them in the local sandbox works
 from any clone; a claude-code or codex trial that uses ``{agents}`` is refused before the run
 when that CLI is not installed there.
+
+Training and ``tbconsole trial --trial-config`` read the file through the same ``load_template``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tbconsole import agents as agent_clis
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
-from tbconsole.trial import TrialConfigError, read_trial_json, substitute
 
 PROXY_KEYS = ("proxy_url", "proxy_api_key")
 LOCAL_PATH_KEYS = ("agents", "venv")  # filled when trial.json is read (tbconsole.agents)
+TRAINING_LABEL = "harbor.trial_config"  # how error messages name the file (the training option)
+
+
+class TrialConfigError(ValueError):
+    """The trial configuration is unusable; the message says how to fix it."""
+
+
+def read_trial_json(path: Path, label: str = TRAINING_LABEL) -> dict[str, Any]:
+    """A trial.json as a dict: a Harbor TrialConfig without ``task`` (errors: TrialConfigError)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise TrialConfigError(f"{label} {path} does not exist.") from None
+    except (OSError, ValueError) as exc:
+        raise TrialConfigError(f"{label} {path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise TrialConfigError(f"{label} {path} must be a JSON object (a Harbor TrialConfig without 'task').")
+    if "task" in raw:
+        raise TrialConfigError(f"{label} {path} sets 'task'; leave it out — the task is given separately.")
+    return raw
+
+
+def substitute(value: Any, substitutions: dict[str, str], *, source: str) -> Any:
+    """``{name}`` replaced by ``substitutions[name]`` in every string; a proxy placeholder with no
+    value is an error, not a silent literal."""
+    if isinstance(value, dict):
+        return {k: substitute(v, substitutions, source=source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, substitutions, source=source) for v in value]
+    if isinstance(value, str):
+        for name in PROXY_KEYS:
+            token = "{" + name + "}"
+            if token in value and name not in substitutions:
+                raise TrialConfigError(
+                    f"{source} uses {token} but no value was given for it "
+                    f"(tbconsole trial: pass --{name.replace('_', '-')})."
+                )
+        for name, replacement in substitutions.items():
+            value = value.replace("{" + name + "}", replacement)
+    return value
 
 
 @dataclass(frozen=True)
@@ -73,15 +114,24 @@ class TrialTemplate:
 
     def config_for(self, task_dir: Path, trial_name: str, proxy_url: str, proxy_api_key: str,
                    default_trials_dir: Path):
-        """The Harbor TrialConfig of one trial."""
+        """The Harbor TrialConfig of one training trial, its agent pointed at the capture proxy."""
+        return self.harbor_config(task_dir, {"proxy_url": proxy_url, "proxy_api_key": proxy_api_key},
+                                  trial_name=trial_name, trials_dir=self.trials_dir(default_trials_dir))
+
+    def harbor_config(self, task_dir: Path, substitutions: dict[str, str] | None = None, *,
+                      trial_name: str = "", trials_dir: Path | None = None):
+        """The Harbor TrialConfig of one trial of ``task_dir``: placeholders filled from
+        ``substitutions``; ``trial_name`` and ``trials_dir`` when given, else trial.json's (or
+        Harbor's defaults)."""
         from harbor.models.trial.config import TrialConfig
         from pydantic import ValidationError
 
-        data = substitute(copy.deepcopy(self.raw),
-                          {"proxy_url": proxy_url, "proxy_api_key": proxy_api_key}, source=self.source)
+        data = substitute(copy.deepcopy(self.raw), substitutions or {}, source=self.source)
         data["task"] = {"path": str(task_dir)}
-        data["trial_name"] = trial_name
-        data.setdefault("trials_dir", str(default_trials_dir))
+        if trial_name:
+            data["trial_name"] = trial_name
+        if trials_dir is not None:
+            data["trials_dir"] = str(trials_dir)
         try:
             return TrialConfig.model_validate(data)
         except ValidationError as exc:
@@ -89,27 +139,42 @@ class TrialTemplate:
                                 for e in exc.errors(include_url=False))
             raise TrialConfigError(f"{self.source}: invalid trial config: {details}") from None
 
+    def filled(self, substitutions: dict[str, str]) -> TrialTemplate:
+        """This template with placeholders filled now (``tbconsole trial``: one trial, values
+        from the command line). A proxy placeholder without a value is an error here."""
+        return replace(self, raw=substitute(self.raw, substitutions, source=self.source))
 
-def load_template(path: Path) -> TrialTemplate:
-    """Read and check a trial.json before anything starts (errors: TrialConfigError)."""
+    def with_agent(self, name: str) -> TrialTemplate:
+        """This template running Harbor's agent ``name`` instead (its kwargs and env kept)."""
+        agent = {k: v for k, v in (self.raw.get("agent") or {}).items() if k != "import_path"}
+        return replace(self, raw={**self.raw, "agent": {**agent, "name": name}})
+
+
+def load_template(path: Path, label: str = TRAINING_LABEL) -> TrialTemplate:
+    """Read and check a trial.json before anything starts (errors: TrialConfigError). ``label``
+    names the file in error messages."""
     path = Path(path)
-    raw = read_trial_json(path, "harbor.trial_config")
+    return make_template(read_trial_json(path, label), str(path))
+
+
+def make_template(raw: dict[str, Any], source: str) -> TrialTemplate:
+    """A trial.json's content, translated and checked as ``load_template`` does."""
     uses_agents_dir = "{agents}" in json.dumps(raw)
     raw = _fill_local_paths(raw, agent_clis.placeholders())
-    raw, proxy = translate(raw, str(path))
+    raw, proxy = translate(raw, source)
     environment = dict(raw.get("environment") or {})
     if not environment.get("type") and not environment.get("import_path"):
         environment["import_path"] = LOCAL_SANDBOX
     raw["environment"] = environment
-    template = TrialTemplate(raw=raw, proxy=proxy, source=str(path))
+    template = TrialTemplate(raw=raw, proxy=proxy, source=source)
     # Validate once with stand-in values, so a bad key fails now and not in the first group.
     config = template.config_for(Path("/nonexistent-task"), "check", "http://127.0.0.1:1/t/check",
                                  "check", Path("/tmp"))
-    _check_options(config, str(path))
+    _check_options(config, source)
     if uses_agents_dir:
         problem = agent_clis.problem(config.agent.name or "")
         if problem:
-            raise TrialConfigError(f"{path}: agent {config.agent.name!r} runs from {{agents}}, but {problem}")
+            raise TrialConfigError(f"{source}: agent {config.agent.name!r} runs from {{agents}}, but {problem}")
     return template
 
 
@@ -152,7 +217,7 @@ def translate(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], ProxySe
         raise TrialConfigError(f"{source}: agent.kwargs.max_seq_len must be a positive integer.")
     temperature = None
     config = kwargs.get("config")
-    name = agent.get("name")
+    name = str(agent.get("name") or "")
     rule = AGENT_RULES.get(name) if not agent.get("import_path") else None
     if config is not None:
         temperature = _temperature(config, source)

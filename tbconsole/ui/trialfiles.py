@@ -6,8 +6,8 @@ the console).
   tool_calls, observation.results, metrics);
 - ``<trial_dir>/verifier/test-stdout.txt`` / ``test-stderr.txt``; ``result.json`` (rewards,
   exception_info, task path → ``instruction.md``); ``exception.txt``;
-- the proxy's capture file ``<log_path>/capture/step_NNNNNN/group_NNN/<trial>.jsonl`` (output
-  token ids and their logprobs per turn, for the logprob colouring).
+- the proxy's capture file of the trial attempt (``RunFolder.capture_file``: output token ids
+  and their logprobs per turn, for the logprob colouring).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tbconsole.runfolder import RunFolder
 
 MAX_FILE = 2 << 20  # bytes read from any one file
 
@@ -80,7 +82,7 @@ def _content(value: Any) -> str:
 
 
 def parse_atif(body: Any) -> list[AtifStep]:
-    steps = []
+    steps: list[AtifStep] = []
     if not isinstance(body, dict):
         return steps
     for raw in body.get("steps") or []:
@@ -100,7 +102,7 @@ def parse_atif(body: Any) -> list[AtifStep]:
             for result in obs.get("results") or []:
                 if isinstance(result, dict):
                     observations.append(_content(result.get("content")))
-        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+        metrics = raw["metrics"] if isinstance(raw.get("metrics"), dict) else {}
         steps.append(AtifStep(
             step_id=int(raw.get("step_id") or len(steps) + 1), source=str(raw.get("source", "?")),
             message=_content(raw.get("message")), reasoning=raw.get("reasoning_content"),
@@ -110,7 +112,7 @@ def parse_atif(body: Any) -> list[AtifStep]:
 
 
 def _signature(paths: list[Path]) -> tuple:
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for p in paths:
         try:
             st = os.stat(p)
@@ -187,9 +189,10 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
 # -- captures ------------------------------------------------------------------------------
 
 def capture_path(log_path: str | Path | None, step: int, group: int, trial: str) -> Path | None:
+    """The capture file of ``trial`` (a retried attempt's id names its own ``-rN`` folder)."""
     if not log_path:
         return None
-    return Path(log_path) / "capture" / f"step_{step:06d}" / f"group_{group:03d}" / f"{trial}.jsonl"
+    return RunFolder(log_path).capture_file(step, group, trial)
 
 
 @dataclass
@@ -208,7 +211,7 @@ def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
     raw = _read(path, 64 << 20)
     if raw is None:
         return []
-    out = []
+    out: list[CaptureTurn] = []
     for line in raw.split("\n"):
         if not line.strip():
             continue

@@ -16,9 +16,10 @@ import json
 
 import pytest
 
-from agent_harness import EXAMPLES, first_call_facts, run_trial
 from tbconsole import agents
 from tbconsole.proxy import read_capture
+
+from agent_harness import EXAMPLES, first_call_facts, run_trial
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

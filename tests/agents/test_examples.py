@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
-from agent_harness import EXAMPLES
 from tbconsole import agents
 from tbconsole.runner.trials import load_template
+
+from agent_harness import EXAMPLES
 
 LOCAL = sorted(EXAMPLES.glob("*-local.json"))
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests_support import pids_with
-
+from tbconsole.enums import TrialOutcome
 from tbconsole.taskset import BUNDLED_TASKS_DIR, discover, load
 from tbconsole.trial import build_trial_config, run_trial
+
+from tests_support import pids_with
 
 pytestmark = pytest.mark.root
 
@@ -92,12 +93,23 @@ async def test_cancelled_trial_leaves_no_process_mount_or_folder(tmp_path, sandb
         await running
     except asyncio.CancelledError:
         pass
-    await asyncio.sleep(0.2)
+    # run_trial returns only once the sandbox is gone, also when cancelled: nothing to wait for.
     assert pids_with("sleep 745") == []
     assert "overlay" not in Path("/proc/self/mountinfo").read_text()
     # the sandbox_root fixture asserts no folder is left; Harbor recorded the cancellation:
     result = json.loads(next((tmp_path / "trials").glob("*/result.json")).read_text())
     assert result["exception_info"]["exception_type"] == "CancelledError"
+
+
+async def test_a_trial_is_judged_by_the_training_rule(tmp_path, sandbox_root):
+    """No reward from the verifier: training would not score it, so neither does the smoke test."""
+    task = _slow_task(tmp_path)
+    (task / "solution" / "solve.sh").write_text("true\n")
+    (task / "tests" / "test.sh").write_text("true  # writes no reward\n")
+    summary = await run_trial(_config(task, "oracle", tmp_path / "trials", sandbox_root))
+    assert summary.outcome.status == TrialOutcome.AGENT_ERROR and not summary.ok
+    assert summary.reward is None and "RewardFileNotFoundError" in summary.exception
+    assert "outcome   AgentError" in summary.lines()
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -110,7 +122,7 @@ def test_cli_trial_prints_reward_one_for_the_oracle(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line and line[0].isalpha() and " " in line)
     assert lines["reward"].strip() == "1"
-    assert lines["outcome"].strip() == "Completed"
+    assert lines["outcome"].strip() == TrialOutcome.SUBMITTED
     assert "verifier" in lines["timings"]
     trial_dir = Path(proc.stdout.split("trial dir", 1)[1].strip())
     assert (trial_dir / "result.json").is_file()

@@ -19,6 +19,7 @@ from tbconsole.control import RunControl
 from tbconsole.events import EventBus, read_events
 from tbconsole.runner import train
 from tbconsole.runner.options import parse
+
 from test_outcome_policy import make_task
 from tests_support import pids_with, sandbox_cgroups_of
 

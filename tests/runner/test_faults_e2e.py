@@ -14,6 +14,7 @@ import pytest
 
 from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
+
 from healthz_server import healthz_server
 
 SMALL = ["config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",

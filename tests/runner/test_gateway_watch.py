@@ -5,6 +5,7 @@ import asyncio
 import socket
 
 from tbconsole.runner.health import GatewayWatch
+
 from healthz_server import healthz_server
 
 

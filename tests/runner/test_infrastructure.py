@@ -16,6 +16,7 @@ from tbconsole.runner.health import GatewayWatch
 from tbconsole.runner.outcomes import GATEWAY_DOWN, MODEL_CALL_FAILED, NO_MODEL_CALL, TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, run_group
 from tbconsole.sandbox.namespace import BASE_PATH
+
 from test_outcome_policy import context, group, make_task
 
 pytestmark = pytest.mark.root

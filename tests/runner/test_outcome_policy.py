@@ -6,17 +6,21 @@ import contextlib
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tbconsole.control import RunControl
+from tbconsole.enums import ControlState, TrialOutcome
 from tbconsole.events import TrialEnded
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, run_group
 from tbconsole.runner.trials import ProxySettings, TrialTemplate
 from tbconsole.sandbox.namespace import BASE_PATH
+
 from tests_support import pids_with
 
 pytestmark = pytest.mark.root
@@ -43,7 +47,7 @@ def make_task(root: Path, name: str, *, solve: str, test: str, agent_timeout: fl
 
 
 def context(tmp_path, sandbox_root, agent: dict | None = None, environment: dict | None = None,
-            proxy=ProxySettings()) -> tuple[RunContext, list]:
+            proxy: ProxySettings | None = None) -> tuple[RunContext, list]:
     from tinker_cookbook.renderers import get_renderer
 
     from tbconsole.engine.registry import load_tokenizer
@@ -58,7 +62,7 @@ def context(tmp_path, sandbox_root, agent: dict | None = None, environment: dict
     }
     ctx = RunContext(publish=seen.append, control=RunControl(seen.append), log_path=tmp_path / "run",
                      renderer=renderer, tokenizer=tokenizer,
-                     template=TrialTemplate(raw=raw, proxy=proxy, source="test"), max_tokens=32)
+                     template=TrialTemplate(raw=raw, proxy=proxy or ProxySettings(), source="test"), max_tokens=32)
     return ctx, seen
 
 
@@ -70,9 +74,18 @@ def ended(seen) -> list[TrialEnded]:
     return [e for e in seen if isinstance(e, TrialEnded)]
 
 
+async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30, poll: float = 0.05) -> None:
+    """Wait (without blocking the loop) until ``condition()`` holds; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"still not true after {timeout:g} s: {what}")
+        await asyncio.sleep(poll)
+
+
 async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root):
-    ok = make_task(tmp_path, "ok", solve="echo done > /app/out\n",
-                   test="grep -q done /app/out && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+    ok = make_task(tmp_path, "ok", solve="echo done > /app/out\n", test=(
+        "grep -q done /app/out && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"))
     ctx, seen = context(tmp_path, sandbox_root)
     result = await run_group(ctx, builder := group(ok), sampling_client=None)
     assert [r.reward for r in builder.rewards] == [1.0, 1.0]
@@ -83,8 +96,8 @@ async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root)
     ctx, seen = context(tmp_path, sandbox_root)
     await run_group(ctx, builder := group(slow), sampling_client=None)
     assert [r.reward for r in builder.rewards] == [0.5, 0.5]
-    assert {e.outcome for e in ended(seen)} == {"TimeLimitExceeded"}
-    assert builder.rewards[0].metrics == {"exit_status/TimeLimitExceeded": 1.0}
+    assert {e.outcome for e in ended(seen)} == {TrialOutcome.TIME_LIMIT}
+    assert builder.rewards[0].metrics == {f"exit_status/{TrialOutcome.TIME_LIMIT}": 1.0}
 
 
 @pytest.mark.parametrize("test_script, kinds", [
@@ -111,14 +124,19 @@ def injected_environment(tmp_path, monkeypatch, sandbox_root, source: str, cls: 
 
 FLAKY_ENV = '''
 import asyncio
+import time
 
 from tbconsole.sandbox.environment import LocalSandbox
+from tests_support import pids_with
 
 class FlakySandbox(LocalSandbox):
-    """Test-only fault injection: the sandbox of trial t1 fails to start."""
+    """Test-only fault injection: the sandbox of trial t1 fails to start, once the group's
+    other two trials are running their agents."""
     async def start(self, force_build):
         if ".s0g0t1" in self.session_id:
-            await asyncio.sleep(3)  # the other trials are running their agents by then
+            deadline = time.monotonic() + 60
+            while len(pids_with("sleep 7461")) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
             raise RuntimeError("sandbox not ready (injected)")
         await super().start(force_build)
 '''
@@ -132,7 +150,7 @@ async def test_sandbox_start_failure_raises_and_cancels_the_group(tmp_path, sand
         await asyncio.wait_for(run_group(ctx, group(task, size=3), sampling_client=None), 120)
     assert failure.value.trial.endswith("t1")
     assert "not ready" in failure.value.message
-    await asyncio.sleep(0.3)
+    # run_group returns once every sandbox of the group is gone: no process may be left.
     assert pids_with("sleep 7461") == [], "the group's other trials were not cancelled"
     assert not any(e.scored for e in ended(seen))
 
@@ -142,11 +160,18 @@ import asyncio
 
 from tbconsole.sandbox.environment import LocalSandbox
 
+T1_STOPPING = asyncio.Event()
+
+
 class SlowStopSandbox(LocalSandbox):
-    """Test-only: slow sandbox removal. Trial t0 raises (no reward) after its 1 s stop, while
-    t1 is 1 s into its 3 s stop: the group's cancel lands there, and Harbor swallows it."""
+    """Test-only: slow sandbox removal. Trial t0 stops (then raises: no reward) only once t1 is
+    stopping; t1's stop takes 2 s more, so the group's cancel lands in it, and Harbor swallows it."""
     async def _stop_sandbox(self):
-        await asyncio.sleep(3 if ".s0g0t1" in self.session_id else 1)
+        if ".s0g0t1" in self.session_id:
+            T1_STOPPING.set()
+            await asyncio.sleep(2)  # the slow removal itself
+        else:
+            await asyncio.wait_for(T1_STOPPING.wait(), 60)
         await super()._stop_sandbox()
 '''
 
@@ -178,16 +203,17 @@ async def test_headless_decision_stops_and_console_can_retry(tmp_path, sandbox_r
     ctx2.decision_timeout = None  # someone is there to decide
     strategy2 = HarborRolloutStrategy(ctx2)
     running = asyncio.create_task(strategy2.execute(group(task), Policy()))
-    for _ in range(600):
-        if ctx2.control.state == "awaiting_decision":
-            break
-        await asyncio.sleep(0.05)
+
+    def errors() -> int:
+        return sum(e.kind == "error.raised" for e in seen2)
+
+    def awaiting(n_errors: int) -> Callable[[], bool]:
+        return lambda: ctx2.control.state == ControlState.AWAITING_DECISION and errors() == n_errors
+
+    await wait_until(awaiting(1), "the first failure asks for a decision")
     assert [e.decision_needed for e in seen2 if e.kind == "error.raised"] == [True]
     ctx2.control.decide("retry_group")
-    for _ in range(600):
-        if ctx2.control.state == "awaiting_decision" and len([e for e in seen2 if e.kind == "error.raised"]) == 2:
-            break
-        await asyncio.sleep(0.05)
+    await wait_until(awaiting(2), "the retried group fails and asks again")
     ctx2.control.decide("abort")
     with pytest.raises(TrialFailed):
         await running

@@ -14,6 +14,7 @@ import pytest
 from tbconsole.control import ControlClient
 from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
+
 from tests_support import sandbox_cgroups_of
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from tbconsole.runner.trials import load_template
-from tbconsole.trial import TrialConfigError
+from tbconsole.runner.trials import TrialConfigError, load_template
 
 SEED_TRIAL = {
     "trials_dir": "/tmp/harbor-trials", "environment": {"type": "e2b"},
@@ -153,3 +152,21 @@ def test_local_paths_are_filled_and_a_missing_cli_is_named(tmp_path, monkeypatch
     with pytest.raises(TrialConfigError, match=r"Claude Code \(@anthropic-ai/claude-code@[\d.]+\) is not installed in "
                                                r".*no-agents: run scripts/agents\.sh"):
         load_template(_write(tmp_path, body))
+
+
+def test_tbconsole_trial_reads_trial_json_as_training_does(tmp_path):
+    """``tbconsole trial --trial-config`` goes through the same loader: the seed's keys are
+    translated (Harbor's mini-swe-agent would refuse max_seq_len), placeholders are filled."""
+    from tbconsole.trial import build_trial_config, load_trial_config
+
+    path = _write(tmp_path, SEED_TRIAL)
+    template = load_trial_config(path, {"proxy_url": "http://gateway:1", "proxy_api_key": "k"})
+    assert template.proxy.context_window == 65536
+    config = build_trial_config(tmp_path, trial_config=template, trials_dir=tmp_path / "t")
+    assert "max_seq_len" not in config.agent.kwargs and config.agent.name == "mini-swe-agent"
+    assert config.agent.env["OPENAI_BASE_URL"] == "http://gateway:1/v1"
+    assert config.trials_dir == tmp_path / "t"
+    with pytest.raises(TrialConfigError, match="--proxy-url"):
+        load_trial_config(path)
+    with pytest.raises(TrialConfigError, match="does not exist"):
+        load_trial_config(tmp_path / "missing.json")

@@ -66,6 +66,17 @@ def test_write_task_writes_a_complete_folder_once(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [variant.name]  # no temporary folder left
 
 
+def test_write_task_finishes_a_folder_cut_short(tmp_path):
+    variant = V.all_variants("train")[1]
+    half = tmp_path / variant.name
+    (half / "tests").mkdir(parents=True)
+    (half / "tests" / "test.sh").write_text("echo 1")  # an earlier write stopped before task.toml
+    path = V.write_task(variant, tmp_path)
+    assert path == half and (path / "task.toml").is_file()
+    assert variant.files()[1] in (path / "tests" / "test.sh").read_text()
+    assert not [p for p in path.rglob(".*")]  # no temporary file left
+
+
 def test_agent_prompt_splice_round_trips(tmp_path):
     from tinker_cookbook.renderers import get_renderer
 
