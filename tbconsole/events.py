@@ -1,5 +1,8 @@
 """Typed run events: the only data the console reads, live or from ``events.jsonl``.
 
+(Over 400 lines: the wire format and its one writer stay together; the writer's whole-line
+guarantees below are part of the format every reader relies on.)
+
 Every state change of a run is one of these. Producers (runner, proxy, health probe) publish
 them on an ``EventBus``; the bus appends each to ``<log_path>/events.jsonl`` (one JSON object
 per line, flushed as it happens) and hands it to in-process subscribers. Replay and attach
@@ -47,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tbconsole import enums
+
 SCHEMA_VERSION = 1
 EVENTS_FILE = "events.jsonl"
 
@@ -90,15 +95,15 @@ class RunStarted(Event):
 @dataclass(frozen=True, kw_only=True)
 class RunEnded(Event):
     kind: ClassVar[str] = "run.ended"
-    status: str  # done | stopped | aborted | failed
+    status: str  # a RunStatus value
     step: int
     message: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class ControlChanged(Event):
-    """The run's control state: running, pausing (after this batch), paused, stopping,
-    aborting, awaiting_decision, done, failed."""
+    """The run's control state: a ControlState value (pausing: after this batch), or the RunStatus
+    it finished with (done, failed)."""
 
     kind: ClassVar[str] = "control.changed"
     state: str
@@ -152,7 +157,7 @@ class GroupEnded(Event):
     error: str | None = None
 
 
-TRIAL_PHASES = ("queued", "environment", "agent_setup", "agent", "verifying", "done")
+TRIAL_PHASES = tuple(enums.TrialPhase)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,7 +166,7 @@ class TrialPhase(Event):
     step: int
     group: int
     trial: str
-    phase: str  # one of TRIAL_PHASES
+    phase: str  # a TrialPhase value (TRIAL_PHASES)
     task: str | None = None
     trial_dir: str | None = None
 
@@ -172,7 +177,7 @@ class TrialEnded(Event):
     step: int
     group: int
     trial: str
-    outcome: str  # Submitted | TimeLimitExceeded | SequenceLengthLimitExceeded | AgentError | Cancelled
+    outcome: str  # a TrialOutcome value; a trial cancelled with its group sends no trial.ended
     scored: bool
     reward: float | None
     turns: int
@@ -378,19 +383,27 @@ class EventBus:
             self._failed(exc)
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        return self.subscribe_after_file(subscriber)[0]
+
+    def subscribe_after_file(self, subscriber: Subscriber) -> tuple[Callable[[], None], int]:
+        """Subscribe, and say how far ``events.jsonl`` reaches at that moment (0 without a file).
+        The events in those bytes are not delivered to ``subscriber``; every later one is. A
+        reader that takes the file up to that offset, then the subscription, sees each event
+        once (a resumed run's folder already holds the earlier run's events)."""
         with self._lock:
             self._subscribers.append(subscriber)
+            end = self._end if self.path is not None else 0
 
         def unsubscribe() -> None:
             with self._lock:
                 if subscriber in self._subscribers:
                     self._subscribers.remove(subscriber)
 
-        return unsubscribe
+        return unsubscribe, end
 
     def publish(self, event: Event) -> None:
         data = (event.to_json() + "\n").encode()
-        note = None
+        note: LogLine | None = None
         with self._lock:
             self._write(event.kind, data)
             error, self._unreported = self._unreported, None
@@ -400,7 +413,7 @@ class EventBus:
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             subscriber(event)
-        if note is None:
+        if note is None or error is None:
             return
         for subscriber in subscribers:
             subscriber(note)
@@ -425,6 +438,7 @@ class EventBus:
     # -- the file (all under self._lock) ------------------------------------------------------
 
     def _open(self) -> None:
+        assert self.path is not None  # only a bus with a file opens it
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             end = os.fstat(fd).st_size
@@ -465,16 +479,18 @@ class EventBus:
     def _append(self, data: bytes) -> None:
         """One line, whole or not at all: a failed or short write is cut back to the last whole
         line (should even that fail, the next line starts with a newline of its own)."""
+        fd = self._fd
+        assert fd is not None  # _write opened it
         if self._cut:
             data = b"\n" + data
         done = 0
         try:
             while done < len(data):  # one write, unless the disk fills midway or a signal lands
-                done += os.write(self._fd, data[done:])
+                done += os.write(fd, data[done:])
         except OSError:
             if done:
                 try:
-                    os.ftruncate(self._fd, self._end)
+                    os.ftruncate(fd, self._end)
                 except OSError:
                     self._end += done
                     self._cut = True

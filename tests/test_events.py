@@ -4,8 +4,10 @@ import errno
 import json
 import os
 
+from tbconsole.enums import TrialPhase as Phase
 from tbconsole.events import (
     RESERVE_FILE,
+    TRIAL_PHASES,
     ControlChanged,
     EventBus,
     GroupEnded,
@@ -46,7 +48,8 @@ def test_damaged_and_unknown_lines_are_skipped(tmp_path):
 def test_secrets_are_redacted():
     config = {"config": {"base_url": "http://x", "api_key": "tml-abcdefghijkl"},
               "harbor": {"trial_config": "t.json"},
-              "env": {"OPENAI_API_KEY": "{proxy_api_key}", "E2B_API_KEY": "e2b_0123456789", "note": "key sk-abcdefgh1234"}}
+              "env": {"OPENAI_API_KEY": "{proxy_api_key}", "E2B_API_KEY": "e2b_0123456789",
+                      "note": "key sk-abcdefgh1234"}}
     clean = redact(config)
     text = json.dumps(clean)
     assert "tml-abcdefghijkl" not in text and "e2b_0123456789" not in text and "sk-abcdefgh1234" not in text
@@ -92,3 +95,38 @@ def test_close_does_not_raise_when_fsync_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", fsync)
     bus.close()
     assert len(list(read_events(tmp_path / "events.jsonl"))) == 1
+
+
+def test_a_subscription_starts_where_the_file_stands(tmp_path):
+    """What a resumed run's console relies on: the events before the offset are in the file and
+    not delivered, every later one is delivered. Each is seen exactly once."""
+    earlier = [ControlChanged(state="running"), RunEnded(status="stopped", step=1)]
+    bus = EventBus(tmp_path)
+    for event in earlier:
+        bus.publish(event)
+    bus.close()
+    resumed = EventBus(tmp_path)  # the same folder, a new process
+    before = TrialPhase(step=2, group=0, trial="before-the-console", phase=Phase.QUEUED)
+    resumed.publish(before)
+    seen = []
+    unsubscribe, offset = resumed.subscribe_after_file(seen.append)
+    later = [TrialPhase(step=2, group=0, trial="t", phase=Phase.AGENT), RunEnded(status="done", step=3)]
+    for event in later:
+        resumed.publish(event)
+    resumed.close()
+    path = tmp_path / "events.jsonl"
+    head = path.read_bytes()[:offset].decode()
+    assert head.endswith("\n") and [decode(line) for line in head.splitlines()] == [*earlier, before]
+    assert seen == later
+    assert len(list(read_events(path))) == len(earlier) + 1 + len(later)
+    unsubscribe()
+    resumed.publish(ControlChanged(state="done"))
+    assert seen == later
+    assert EventBus().subscribe_after_file(seen.append)[1] == 0  # no file: nothing to read first
+
+
+def test_phases_are_the_enum_and_travel_as_plain_strings():
+    assert TRIAL_PHASES == tuple(Phase) and TRIAL_PHASES[0] == "queued"
+    event = TrialPhase(step=0, group=0, trial="t", phase=Phase.VERIFYING)
+    assert json.loads(event.to_json())["phase"] == "verifying"
+    assert decode(event.to_json()) == event

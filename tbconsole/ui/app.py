@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tbconsole.control import ControlError
+from tbconsole.enums import ControlState, RunStatus
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
@@ -163,13 +164,13 @@ class ConsoleApp(App[int]):
     def _second(self) -> None:
         """Once a second: elapsed times move on even without events."""
         if self.mode_live and not self.state.finished:
-            self.state.mark("header", "gateway", "trials")
+            self.state.mark_changed("header", "gateway", "trials")
         screen = self.screen
         if isinstance(screen, TranscriptScreen):
             screen.on_second()
 
     def redraw(self, *panels: str) -> None:
-        self.state.mark(*(panels or PANELS))
+        self.state.mark_changed(*(panels or PANELS))
         if not panels:
             self._everything = True
 
@@ -179,12 +180,12 @@ class ConsoleApp(App[int]):
         self.ticks += 1
         self.inbox.drain(self.state, self.drain_budget_s)
         state = self.state
-        if not state.dirty and not self._everything:
+        if not state.changed_panels and not self._everything:
             return
         if len(self.inbox) and self.ticks % 4:
             return  # a backlog: fold events first, draw every 4th tick (frames cost more than events)
-        dirty = set(state.dirty)
-        state.dirty.clear()
+        changed = set(state.changed_panels)
+        state.changed_panels.clear()
         everything = self._everything
         self._everything = False
         now = self.now()
@@ -192,12 +193,12 @@ class ConsoleApp(App[int]):
             for screen in self.screen_stack:
                 show = getattr(screen, "show", None)
                 if show is not None and screen.is_mounted:
-                    show(state, now, dirty, everything)
+                    show(state, now, changed, everything)
         status = (state.status, state.pending_decision is not None, state.finished)
         if status != self._last_status:
             self._last_status = status
             self.refresh_bindings()
-        if "decision" in dirty or everything:
+        if "decision" in changed or everything:
             self._sync_decision()
 
     # -- the error modal -------------------------------------------------------------------
@@ -283,7 +284,7 @@ class ConsoleApp(App[int]):
         if not run_going:
             self.exit(0)
             return
-        if self.state.finished or self.state.control in ("stopping", "aborting"):
+        if self.state.finished or self.state.control in (ControlState.STOPPING, ControlState.ABORTING):
             self.quit_after_run = True
             self.notify("quitting when the run has ended")
             return
@@ -308,7 +309,7 @@ class ConsoleApp(App[int]):
             self.work_error = self.work_error or RuntimeError("the run was cancelled")
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             self.tick()
-            if self.quit_after_run or self.state.end_status in ("stopped", "aborted"):
+            if self.quit_after_run or self.state.end_status in (RunStatus.STOPPED, RunStatus.ABORTED):
                 self.exit(0 if self.work_error is None else 1)
             else:
                 self.notify("the run has ended: q to quit", timeout=10)

@@ -4,7 +4,7 @@ Sources append events to an ``Inbox`` (a thread-safe deque) from whatever thread
 live on; the app drains it on a timer, folds the events into its ``RunState`` and redraws the
 panels that changed. Nothing here blocks the UI.
 
-- ``BusSource``: a live run in this process (``EventBus.subscribe``).
+- ``BusSource``: a live run in this process: its events.jsonl so far, then ``EventBus.subscribe``.
 - ``TailSource``: another process's ``events.jsonl``, followed as it grows (a thread).
 - ``Replay``: a finished run's events in memory, with a position that moves through time.
 
@@ -17,7 +17,6 @@ thread); ``FileControls`` drops commands into the run's control inbox (``Control
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections import deque
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tbconsole.control import ControlClient, ControlError
+from tbconsole.enums import ControlState, RunStatus
 from tbconsole.events import EVENTS_FILE, BatchStarted, Event, EventBus, GroupStarted, RunEnded, decode
 from tbconsole.state import RunState, reduce
 
@@ -62,21 +62,70 @@ class Inbox:
 
 
 class BusSource:
+    """A live run in this process. What its ``events.jsonl`` already holds comes first (a run
+    resumed into the same folder: the earlier run's events, so the whole run's trends show),
+    read by a thread; then the bus's events. Each event arrives once: the file is read up to
+    where it stood when the subscription began (``EventBus.subscribe_after_file``), and live
+    events that come meanwhile wait until it is read."""
+
     live = True
 
     def __init__(self, bus: EventBus, history: list[Event] | None = None):
         self.bus = bus
-        self.history = history or []
+        self.history = history or []  # events published before the console opened, on a bus without a file
         self._unsubscribe: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+        self._held: list[Event] | None = None  # live events waiting for the file's
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self, inbox: Inbox) -> None:
         inbox.put_many(self.history)
-        self._unsubscribe = self.bus.subscribe(inbox.put)
+        self._held = []
+        self._unsubscribe, end = self.bus.subscribe_after_file(lambda event: self._deliver(inbox, event))
+        if self.bus.path is None or end == 0:
+            self._release(inbox)
+            return
+        self._thread = threading.Thread(target=self._read_file, args=(inbox, self.bus.path, end),
+                                        name="tbconsole-backlog", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
+        self._stop.set()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _deliver(self, inbox: Inbox, event: Event) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(event)
+                return
+        inbox.put(event)
+
+    def _release(self, inbox: Inbox) -> None:
+        with self._lock:
+            held, self._held = self._held, None
+            inbox.put_many(held or [])
+
+    def _read_file(self, inbox: Inbox, path: Path, end: int) -> None:
+        try:
+            with open(path, "rb") as handle:
+                partial = b""
+                left = end
+                while left > 0 and not self._stop.is_set():
+                    chunk = handle.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+                    events, partial = split_events(partial + chunk)
+                    inbox.put_many(events)
+        except OSError:
+            pass  # the file is the bus's to report; the live events still come
+        finally:
+            self._release(inbox)
 
 
 class ListSource:
@@ -106,7 +155,6 @@ class TailSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ended = False  # a RunEnded went by
-        self.lines = 0
 
     def start(self, inbox: Inbox) -> None:
         self._thread = threading.Thread(target=self._run, args=(inbox,), name="tbconsole-tail", daemon=True)
@@ -132,30 +180,29 @@ class TailSource:
                 if not chunk:
                     self._stop.wait(self.poll_s)
                     continue
-                data = partial + chunk
-                lines = data.split(b"\n")
-                partial = lines.pop()
-                for raw in lines:
-                    self.lines += 1
-                    event = decode(raw.decode("utf-8", errors="replace"))
-                    if event is not None:
-                        if isinstance(event, RunEnded):
-                            self.ended = True
-                        inbox.put(event)
+                events, partial = split_events(partial + chunk)
+                for event in events:
+                    if isinstance(event, RunEnded):
+                        self.ended = True
+                    inbox.put(event)
         finally:
             if handle is not None:
                 handle.close()
 
 
+def split_events(data: bytes) -> tuple[list[Event], bytes]:
+    """The events of the complete lines in ``data``, and the rest (a line still being written)."""
+    lines = data.split(b"\n")
+    rest = lines.pop()
+    events = [decode(raw.decode("utf-8", errors="replace")) for raw in lines]
+    return [e for e in events if e is not None], rest
+
+
 def read_all(log_path: Path) -> list[Event]:
     path = Path(log_path) / EVENTS_FILE if Path(log_path).is_dir() else Path(log_path)
-    events = []
     with open(path, "rb") as handle:
-        for raw in handle:
-            event = decode(raw.decode("utf-8", errors="replace"))
-            if event is not None:
-                events.append(event)
-    return events
+        events, rest = split_events(handle.read())
+    return events + split_events(rest + b"\n")[0]
 
 
 def run_has_ended(log_path: Path) -> bool:
@@ -294,25 +341,20 @@ class FileControls:
 
 def allowed_commands(state: RunState, controls_available: bool) -> set[str]:
     """Which run commands make sense now (the footer and palette show only these)."""
-    if not controls_available or state.finished or state.control == "waiting":
+    if not controls_available or state.finished or state.control == ControlState.WAITING:
         return set()
     s = state.control
+    ended = (RunStatus.DONE, RunStatus.FAILED)
     out: set[str] = set()
-    if s == "running":
+    if s == ControlState.RUNNING:
         out.add("pause")
-    if s in ("pausing", "paused"):
+    if s in (ControlState.PAUSING, ControlState.PAUSED):
         out.add("resume")
-    if s not in ("stopping", "aborting", "done", "failed"):
+    if s not in (ControlState.STOPPING, ControlState.ABORTING, *ended):
         out.add("stop")
-    if s not in ("aborting", "done", "failed"):
+    if s not in (ControlState.ABORTING, *ended):
         out.add("abort")
     if state.pending_decision is not None:
         out.add("decide")
     return out
 
-
-def file_age(log_path: Path) -> float | None:
-    try:
-        return time.time() - os.stat(Path(log_path) / EVENTS_FILE).st_mtime
-    except OSError:
-        return None

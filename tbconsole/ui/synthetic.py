@@ -16,6 +16,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from tbconsole.enums import ControlState, RunStatus, TrialOutcome
+from tbconsole.enums import TrialPhase as Phase
 from tbconsole.events import (
     BatchEnded,
     BatchStarted,
@@ -112,7 +114,7 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                      base_url="http://127.0.0.1:10613", renderer_name="qwen3", total_steps=steps,
                      groups_per_batch=groups, group_size=group_size, tasks=tasks,
                      config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"})
-    yield ControlChanged(ts=now, state="running")
+    yield ControlChanged(ts=now, state=ControlState.RUNNING)
     sampler = None
     trial_serial = 0
     for step in range(steps):
@@ -144,14 +146,14 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                 for i, name in enumerate(names):
                     tdir = f"{trials_dir}/{name}" if trials_dir else None
                     t = g_start + 0.01 * i
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase="queued", task=task))
+                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
                     t += rng.uniform(0.2, 1.5)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase="environment", task=task,
+                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.ENVIRONMENT, task=task,
                                          trial_dir=tdir))
                     t += rng.uniform(0.5, 2.0)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase="agent_setup", task=task))
+                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT_SETUP, task=task))
                     t += rng.uniform(0.3, 1.0)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase="agent", task=task))
+                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
                     n_turns = rng.randint(*turns)
                     out_tokens = 0
                     captured = 0
@@ -166,9 +168,10 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                             reply = REPLIES[k % len(REPLIES)]
                             if hostile and rng.random() < 0.3:
                                 reply = reply + "\n" + HOSTILE[rng.randrange(len(HOSTILE))]
-                            messages = ([{"role": "user", "content": f"Task {task}: make the tests pass."}] if k == 0
-                                        else [{"role": "user", "content": f"<returncode>0</returncode>\n<output>step {k}"
-                                               f" output\n{HOSTILE[k % len(HOSTILE)] if hostile else ''}</output>"}])
+                            tool_output = (f"<returncode>0</returncode>\n<output>step {k} output\n"
+                                           f"{HOSTILE[k % len(HOSTILE)] if hostile else ''}</output>")
+                            content = f"Task {task}: make the tests pass." if k == 0 else tool_output
+                            messages = [{"role": "user", "content": content}]
                         clock.add(ProxyRequest(
                             ts=t, step=step, group=g, trial=name, api="openai", stream=False,
                             status=400 if rejected else 200, captured=not rejected,
@@ -184,7 +187,8 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                         fail_ts = t + 0.5
                         clock.add(CaptureLost(ts=fail_ts - 0.1, step=step, group=g, trial=name,
                                               error="capture write failed: No space left on device"))
-                        clock.add(TrialEnded(ts=fail_ts, step=step, group=g, trial=name, outcome="AgentError",
+                        clock.add(TrialEnded(ts=fail_ts, step=step, group=g, trial=name,
+                                             outcome=TrialOutcome.AGENT_ERROR,
                                              scored=False, reward=None, turns=n_turns, output_tokens=out_tokens,
                                              trial_dir=tdir, timings={"agent": t - g_start},
                                              exception_type="CaptureLost",
@@ -195,48 +199,46 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                     if failing:
                         continue  # cancelled when the failure is raised
                     t += rng.uniform(0.2, 0.6)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase="verifying", task=task))
+                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.VERIFYING, task=task))
                     t += rng.uniform(0.5, 2.0)
                     reward = 1.0 if rng.random() < TASKS[task] else 0.0
-                    outcome = "Submitted" if rng.random() < 0.9 else "TimeLimitExceeded"
+                    outcome = TrialOutcome.SUBMITTED if rng.random() < 0.9 else TrialOutcome.TIME_LIMIT
                     clock.add(TrialEnded(ts=t, step=step, group=g, trial=name, outcome=outcome, scored=True,
                                          reward=reward, turns=n_turns, output_tokens=out_tokens, trial_dir=tdir,
                                          timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - g_start - 3,
                                                   "verifier": 1.0}))
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase="done", task=task))
+                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
                     rewards.append(reward)
                     all_rewards.append(reward)
                     total_turns += n_turns
                     total_tokens += out_tokens
                     g_end = max(g_end, t)
                 if failing:
-                    doomed = set(names)  # the other trials are cancelled when the failure is raised
+                    # As the runner: the failure cancels the group's other trials (they send no
+                    # trial.ended), the group ends unscored, then the error asks for a decision.
+                    doomed = set(names)
                     clock.heap = [item for item in clock.heap
                                   if not (getattr(item[2], "trial", None) in doomed and item[0] > fail_ts)]
                     heapq.heapify(clock.heap)
-                    for i, name in enumerate(names):
-                        if i != 1:
-                            clock.add(TrialEnded(ts=fail_ts + 0.01 * i, step=step, group=g, trial=name,
-                                                 outcome="Cancelled", scored=False, reward=None, turns=0,
-                                                 output_tokens=0, trial_dir=None, timings={}))
+                    clock.add(GroupEnded(ts=fail_ts + 0.1, step=step, group=g, rewards=[None] * len(names), ok=False,
+                                         error=f"trial {names[1]}: CaptureLost: capture write failed"))
                     clock.add(ErrorRaised(ts=fail_ts + 0.2, step=step, group=g, trial=names[1],
                                           exception_type="CaptureLost",
                                           message="capture write failed: No space left on device",
                                           trial_dir=f"{trials_dir}/{names[1]}" if trials_dir else None,
                                           decision_needed=True))
-                    clock.add(ControlChanged(ts=fail_ts + 0.21, state="awaiting_decision",
+                    clock.add(ControlChanged(ts=fail_ts + 0.21, state=ControlState.AWAITING_DECISION,
                                              reason="an error needs a decision: abort or retry_group"))
                     if decision is None:
                         pending_end = True
                         break
                     clock.add(DecisionMade(ts=fail_ts + 4.0, step=step, group=g, decision=decision, by="console"))
                     if decision == "abort":
-                        clock.add(ControlChanged(ts=fail_ts + 4.01, state="aborting", reason="abort requested"))
+                        clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.ABORTING,
+                                                 reason="abort requested"))
                         pending_end = True
                         break
-                    clock.add(ControlChanged(ts=fail_ts + 4.01, state="running"))
-                    clock.add(GroupEnded(ts=fail_ts + 4.02, step=step, group=g, rewards=[None] * len(names), ok=False,
-                                         error="CaptureLost: capture write failed"))
+                    clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.RUNNING))
                     g_start = fail_ts + 4.1
                     continue
                 clock.add(GroupEnded(ts=g_end + 0.01, step=step, group=g, rewards=rewards, ok=True))
@@ -255,16 +257,18 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                                     error=None if ok else "connection refused", sampler_path=sampler))
             probe += 5.0
         if step == pause_after:
-            clock.add(ControlChanged(ts=start + 2.0, state="pausing", reason="pause after the current batch"))
+            clock.add(ControlChanged(ts=start + 2.0, state=ControlState.PAUSING,
+                                     reason="pause after the current batch"))
         if step == stop_after:
-            clock.add(ControlChanged(ts=start + 2.0, state="stopping", reason="stop after the current batch is trained"))
+            clock.add(ControlChanged(ts=start + 2.0, state=ControlState.STOPPING,
+                                      reason="stop after the current batch is trained"))
         events = list(clock.drain())
         yield from events
         if pending_end:
             if decision == "abort":
                 last = events[-1].ts
-                yield RunEnded(ts=last + 1, status="aborted", step=step, message="aborted after CaptureLost")
-                yield ControlChanged(ts=last + 1.01, state="failed", reason="aborted")
+                yield RunEnded(ts=last + 1, status=RunStatus.ABORTED, step=step, message="aborted after CaptureLost")
+                yield ControlChanged(ts=last + 1.01, state=RunStatus.FAILED, reason="aborted")
             return
         now = batch_end
         yield BatchEnded(ts=now, step=step)
@@ -276,16 +280,16 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
             yield CheckpointSaved(ts=now + 0.5, step=step, name=f"{step + 1:06d}",
                                   state_path=f"tinker://demo-{seed}/weights/{step + 1:06d}", sampler_path=sampler)
         if step == stop_after:
-            yield ControlChanged(ts=now + 1, state="done", reason="stopped")
-            yield RunEnded(ts=now + 1, status="stopped", step=step)
+            yield ControlChanged(ts=now + 1, state=RunStatus.DONE, reason="stopped")
+            yield RunEnded(ts=now + 1, status=RunStatus.STOPPED, step=step)
             return
         if step == pause_after:
-            yield ControlChanged(ts=now + 0.6, state="paused", reason="paused after the batch")
+            yield ControlChanged(ts=now + 0.6, state=ControlState.PAUSED, reason="paused after the batch")
             now += 30
-            yield ControlChanged(ts=now, state="running")
+            yield ControlChanged(ts=now, state=ControlState.RUNNING)
     if end:
-        yield ControlChanged(ts=now + 1, state="done")
-        yield RunEnded(ts=now + 1, status="done", step=steps - 1)
+        yield ControlChanged(ts=now + 1, state=RunStatus.DONE)
+        yield RunEnded(ts=now + 1, status=RunStatus.DONE, step=steps - 1)
 
 
 def write_jsonl(events, path: Path) -> Path:
@@ -308,7 +312,7 @@ def flood(n: int, *, seed: int = 1) -> Iterator[Event]:
             return
 
 
-async def play(bus, control, events: list[Event], *, speed: float = float("inf"), retime: bool = True) -> str:
+async def play(bus, control, events: list[Event], *, speed: float = float("inf"), retime: bool = True) -> RunStatus:
     """Publish a synthetic run on ``bus`` as a runner would, obeying ``control`` (a RunControl):
     batches start only past ``control.batch_boundary()`` (pause/stop), an error needing a
     decision waits on ``control.ask`` (abort ends the run), abort ends it at once. Control and
@@ -349,12 +353,12 @@ async def play(bus, control, events: list[Event], *, speed: float = float("inf")
                 aborted = True
                 break
     if aborted or control.abort_requested.is_set():
-        status = "aborted"
+        status = RunStatus.ABORTED
     elif control.stop_requested:
-        status = "stopped"
+        status = RunStatus.STOPPED
         bus.publish(CheckpointSaved(step=step, name=f"{step + 1:06d}", state_path=None, sampler_path=None))
     else:
-        status = "done"
-    control.finish("failed" if status == "aborted" else "done", status)
+        status = RunStatus.DONE
+    control.finish(RunStatus.FAILED if status == RunStatus.ABORTED else RunStatus.DONE, status)
     bus.publish(RunEnded(status=status, step=step))
     return status

@@ -8,7 +8,7 @@ import pytest
 
 from tbconsole.control import RunControl
 from tbconsole.engine.registry import register_with_cookbook
-from tbconsole.events import EventBus
+from tbconsole.events import BatchStarted, ControlChanged, EventBus, GroupStarted
 from tbconsole.runner import demo, train
 from tbconsole.runner.options import parse
 from tbconsole.ui.app import ConsoleApp
@@ -36,6 +36,8 @@ async def test_pause_resume_stop_on_the_real_runner(tmp_path):
     ], demo.demo_defaults()))
     bus = EventBus(tmp_path / "run")
     control = RunControl(bus.publish)
+    published = []
+    bus.subscribe(published.append)
 
     async def work():
         async with demo.embedded_engine(parsed) as ready:
@@ -48,9 +50,7 @@ async def test_pause_resume_stop_on_the_real_runner(tmp_path):
             await pilot.press("p")
             assert control.state == "pausing"
             await wait_for(pilot, lambda: app.state.control == "paused", 300)
-            assert app.state.step == 0  # batch 0 was trained; batch 1 is held
-            await pilot.pause(2)
-            assert app.state.step == 0 and not app.state.batch_active
+            assert app.state.step == 0 and not app.state.batch_active  # batch 0 was trained; batch 1 is held
             await pilot.press("p")  # resume
             await wait_for(pilot, lambda: app.state.step == 1, 120)
             await pilot.press("s")
@@ -63,4 +63,10 @@ async def test_pause_resume_stop_on_the_real_runner(tmp_path):
     assert app.work_error is None, app.work_error
     assert app.work_result.status == "stopped" and app.work_result.exit_code == 0
     assert app.work_result.step == 2  # batches 0 and 1 trained, 2 never started
+    # batch 1 was held while paused: it started only after the resume
+    changes = [(i, e.state) for i, e in enumerate(published) if isinstance(e, ControlChanged)]
+    paused = next(i for i, state in changes if state == "paused")
+    resumed = next(i for i, state in changes if state == "running" and i > paused)
+    step1 = [i for i, e in enumerate(published) if isinstance(e, (BatchStarted, GroupStarted)) and e.step == 1]
+    assert step1 and min(step1) > resumed
     assert (tmp_path / "run" / "checkpoints.jsonl").read_text().strip().splitlines()[-1].find('"batch": 2') > 0

@@ -1,3 +1,4 @@
+import time
 from pathlib import Path
 
 import pytest
@@ -21,3 +22,22 @@ def awaiting_events():
 def recorded_runs() -> list[Path]:
     """Every recorded events.jsonl under fixtures/ (synthetic ones and real runs' files)."""
     return sorted(FIXTURES.glob("*/events.jsonl"))
+
+
+async def wait_for(pilot, predicate, timeout=10.0, step=0.05):
+    """Let the app run until ``predicate()`` holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await pilot.pause(step)
+    raise AssertionError("condition not reached in time")
+
+
+def rendered(widget, width=120) -> str:
+    """A widget's content as plain text."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=open("/dev/null", "w"))
+    console.print(widget.content)
+    return console.export_text()

@@ -2,14 +2,13 @@
 obeys a real RunControl) or over recorded events."""
 
 import asyncio
-import time
 
 import pytest
-from conftest import T_FIXED
 
 from tbconsole.control import RunControl
-from tbconsole.events import BatchStarted, EventBus, ProxyRequest, TrialPhase
+from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhase
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.present import METRIC_ROWS
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen
@@ -18,43 +17,40 @@ from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import BusSource, ListSource, LocalControls, Replay
 from tbconsole.ui.synthetic import flood, play, synthetic_run
 
+from conftest import T_FIXED, rendered, wait_for
+
 pytestmark = pytest.mark.timeout(60)
 
 
-async def wait_for(pilot, predicate, timeout=10.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await pilot.pause(step)
-    raise AssertionError("condition not reached in time")
-
-
-def rendered(widget, width=120) -> str:
-    """A widget's content as plain text."""
-    from rich.console import Console
-
-    console = Console(width=width, record=True, file=open("/dev/null", "w"))
-    console.print(widget.content)
-    return console.export_text()
-
-
 def live_app(events, *, speed=float("inf"), **kwargs):
-    """An app running ``play`` (a synthetic runner obeying a real RunControl) as its worker."""
+    """An app running ``play`` (a synthetic runner obeying a real RunControl) as its worker; also
+    the list of everything published, in order."""
     bus = EventBus()
     control = RunControl(bus.publish)
+    published = []
+    bus.subscribe(published.append)
 
     async def work():
         return await play(bus, control, events, speed=speed, retime=False)
 
     app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), work=work,
                      clock=lambda: T_FIXED, **kwargs)
-    return app, control
+    return app, control, published
+
+
+def laid_out(app, selector):
+    """The widget is on screen with a size (a click can land on it)."""
+    def check():
+        try:
+            return app.screen.query_one(selector).region.area > 0
+        except Exception:  # noqa: BLE001 - not mounted yet
+            return False
+    return check
 
 
 async def test_pause_waits_for_the_batch_then_resume_then_stop_exits_0():
     events = list(synthetic_run(steps=3, groups=2, group_size=2, seed=5, end=False))
-    app, control = live_app(events, speed=20.0)
+    app, control, published = live_app(events, speed=20.0)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.state.step == 0)
         assert app.check_action("pause", ()) and not app.check_action("resume", ())
@@ -63,9 +59,6 @@ async def test_pause_waits_for_the_batch_then_resume_then_stop_exits_0():
         await wait_for(pilot, lambda: app.state.status == "pausing", step=0.01)
         assert "PAUSING AFTER BATCH" in rendered(app.screen.query_one("#header"))
         await wait_for(pilot, lambda: app.state.control == "paused")
-        # the runner really stopped before the next batch
-        assert app.state.step == 0
-        await pilot.pause(0.5)
         assert app.state.step == 0 and not app.state.batch_active
         assert app.check_action("resume", ()) and not app.check_action("pause", ())
         await pilot.press("p")  # resume
@@ -81,6 +74,12 @@ async def test_pause_waits_for_the_batch_then_resume_then_stop_exits_0():
     assert app.state.end_status == "stopped" and app.work_result == "stopped"
     assert app.state.checkpoints, "a checkpoint was saved on stop"
     assert app.state.step == 1  # step 2 never started
+    # the runner really held the next batch while paused: no batch started between paused and running
+    states = [(i, e.state) for i, e in enumerate(published) if isinstance(e, ControlChanged)]
+    paused = next(i for i, state in states if state == "paused")
+    resumed = next(i for i, state in states if state == "running" and i > paused)
+    assert not any(isinstance(e, BatchStarted) for e in published[paused:resumed])
+    assert any(isinstance(e, BatchStarted) and e.step == 1 for e in published[resumed:])
 
 
 async def test_stop_and_abort_ask_first():
@@ -90,7 +89,7 @@ async def test_stop_and_abort_ask_first():
     app = ConsoleApp(source=BusSource(bus, history=events[:40]), controls=LocalControls(control),
                      clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.state.events == 40 and app.check_action("stop", ()))
         await pilot.press("s")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
@@ -109,10 +108,10 @@ async def test_stop_and_abort_ask_first():
 @pytest.mark.parametrize("choice", ["retry_group", "abort"])
 async def test_error_modal_decides(choice):
     events = list(synthetic_run(steps=2, groups=2, group_size=2, seed=2, error_at=(0, 1), end=False))
-    app, control = live_app(events)
+    app, control, _ = live_app(events)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen))
-        await pilot.pause(0.1)  # laid out
+        await wait_for(pilot, laid_out(app, f"#{choice}"))
         assert control.state == "awaiting_decision"
         modal = app.screen
         assert modal.error.exception_type == "CaptureLost"
@@ -138,7 +137,7 @@ async def test_error_modal_from_recorded_events(awaiting_events):
     app = ConsoleApp(source=ListSource(awaiting_events), clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen))
-        await pilot.pause(0.1)
+        await wait_for(pilot, laid_out(app, "#retry_group"))
         assert app.screen.query_one("#retry_group").disabled  # no controls here
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
@@ -148,43 +147,44 @@ async def test_error_modal_from_recorded_events(awaiting_events):
 async def test_drill_down_and_back(finished_events):
     app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.screen.grid.row_count == 4)
         grid = app.screen.grid
-        assert grid.has_focus and grid.row_count == 4
+        assert grid.has_focus
         trial = grid.selected_trial()
         assert trial is not None
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert isinstance(app.screen, TranscriptScreen) and app.screen.trial == trial
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen) and app.screen.blocks)
+        assert app.screen.trial == trial
         assert app.screen.blocks[0] == "instruction" and app.screen.blocks[-1] == "verifier"
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
         await pilot.press("right", "down", "enter")
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, TranscriptScreen) and app.screen.trial != trial
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen))
+        assert app.screen.trial != trial
 
 
 async def test_filter_and_help(finished_events):
     app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.screen.grid.row_count == 4)
         grid = app.screen.grid
-        assert grid.row_count == 4
         await pilot.press("slash")
         await pilot.press(*"hello")
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert grid.filter == "hello" and grid.row_count == 1
-        assert grid.has_focus
+        await wait_for(pilot, lambda: grid.row_count == 1)
+        assert grid.filter == "hello" and grid.has_focus
         await pilot.press("escape")
-        await pilot.pause(0.2)
-        assert grid.filter == "" and grid.row_count == 4
+        await wait_for(pilot, lambda: grid.row_count == 4)
+        assert grid.filter == ""
         await pilot.press("slash", *"fail")
-        await pilot.pause(0.2)
-        assert grid.row_count == 0  # the last batch has no failed trials
+        await wait_for(pilot, lambda: grid.filter == "fail" and grid.row_count == 0)  # the last batch: none failed
         await pilot.press("escape")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        shown = " ".join(rendered(table) for table in app.screen.query(".help-table"))
+        for row in METRIC_ROWS:  # every metric's meaning is listed
+            assert row.label in shown and row.keys[0] in shown
+        assert "probes" in shown and "lost" in shown
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
 
@@ -195,7 +195,7 @@ async def test_footer_shows_only_valid_actions(finished_events):
 
     replay = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
     async with replay.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "replay_prev" in shown(replay))
         actions = shown(replay)
         assert {"replay_prev", "replay_next", "help"} <= actions
         assert not actions & {"pause", "resume", "stop", "abort", "decide"}
@@ -211,14 +211,13 @@ async def test_footer_shows_only_valid_actions(finished_events):
     live = ConsoleApp(source=BusSource(bus, history=finished_events[:30]), controls=LocalControls(control),
                       clock=lambda: T_FIXED)
     async with live.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: live.state.events == 30 and "pause" in shown(live))
         actions = shown(live)
         assert {"pause", "stop", "abort"} <= actions
         assert not actions & {"resume", "decide", "replay_prev"}
         await pilot.press("p")
-        await pilot.pause(0.2)
-        actions = shown(live)
-        assert "resume" in actions and "pause" not in actions
+        await wait_for(pilot, lambda: "resume" in shown(live))
+        assert "pause" not in shown(live)
 
 
 async def test_transcript_live_tail_follows_unless_scrolled_up():
@@ -227,34 +226,31 @@ async def test_transcript_live_tail_follows_unless_scrolled_up():
     requests = [i for i, e in enumerate(events) if isinstance(e, ProxyRequest)]
     bus = EventBus()
     app = ConsoleApp(source=BusSource(bus, history=events[: requests[5]]), clock=lambda: T_FIXED)
+    def turns(screen):
+        return sum(1 for b in screen.blocks if b.startswith("turn"))
+
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.state.events == requests[5] and app.screen.grid.selected_trial())
         await pilot.press("enter")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen) and turns(app.screen) == 5)
         screen = app.screen
-        assert isinstance(screen, TranscriptScreen) and agent_at < requests[5]
-        assert sum(1 for b in screen.blocks if b.startswith("turn")) == 5
+        assert agent_at < requests[5]
         for e in events[requests[5]: requests[12]]:
             bus.publish(e)
-        await pilot.pause(0.4)
-        assert sum(1 for b in screen.blocks if b.startswith("turn")) == 12
-        assert screen.body.scroll_y == screen.body.max_scroll_y  # following
+        await wait_for(pilot, lambda: turns(screen) == 12)
+        await wait_for(pilot, lambda: screen.body.max_scroll_y > 0 and screen.body.scroll_y == screen.body.max_scroll_y)
         await pilot.press("home")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: screen.body.scroll_y == 0)
         for e in events[requests[12]: requests[15]]:
             bus.publish(e)
-        await pilot.pause(0.4)
-        assert screen.new_turns == 3 and screen.body.scroll_y == 0
-        assert "3 new turns" in rendered(screen.query_one("#tstatus"))
+        await wait_for(pilot, lambda: screen.new_turns == 3 and "3 new turns" in rendered(screen.query_one("#tstatus")))
+        assert screen.body.scroll_y == 0  # not following: the view stays where the user put it
         await pilot.press("end")
-        await pilot.pause(0.2)
-        assert screen.new_turns == 0
+        await wait_for(pilot, lambda: screen.new_turns == 0)
         for e in events[requests[15]:]:
             bus.publish(e)
-        await pilot.pause(0.4)
-        assert screen.blocks[-1] == "verifier"
-        await pilot.pause(0.2)
-        assert screen.body.scroll_y == screen.body.max_scroll_y
+        await wait_for(pilot, lambda: screen.blocks[-1] == "verifier")
+        await wait_for(pilot, lambda: screen.body.scroll_y == screen.body.max_scroll_y)
 
 
 async def test_a_flood_of_events_stays_responsive():
@@ -271,7 +267,7 @@ async def test_a_flood_of_events_stays_responsive():
                 lags.append(loop.time() - t - 0.01)
 
         task = asyncio.create_task(probe())
-        await pilot.pause(0.05)
+        await wait_for(pilot, lambda: app.state.events > 0, step=0.005)
         assert len(app.inbox) > 0  # still working through the flood
         await pilot.press("question_mark")  # keys are handled meanwhile
         assert isinstance(app.screen, HelpScreen)
@@ -284,22 +280,25 @@ async def test_a_flood_of_events_stays_responsive():
 
 async def test_theme_switch_redraws(finished_events):
     app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED, theme="dark")
+    def title_style():  # the header's first word is drawn in the theme's primary colour
+        spans = getattr(app.screen.query_one("#header").content, "spans", None)  # "" before the first draw
+        return str(spans[0].style) if spans else None
+
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: title_style() is not None)
+        dark = title_style()
         assert app.theme == "tbconsole-dark"
         await pilot.press("t")
-        await pilot.pause(0.1)
         assert app.theme != "tbconsole-dark"
         app.theme = "tbconsole-light"
-        await pilot.pause(0.2)
-        assert not app.state.dirty
+        await wait_for(pilot, lambda: title_style() != dark and not app.state.changed_panels)
+        assert app.current_theme.primary.lower() in title_style().lower()
 
 
 async def test_replay_moves_through_steps(finished_events):
     app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.1)
-        assert app.state.finished
+        await wait_for(pilot, lambda: app.state.finished)
         await pilot.press("left_curly_bracket")
         first = app.replay.position
         assert isinstance(finished_events[first], BatchStarted) and app.state.step is None
@@ -330,10 +329,44 @@ async def test_sampler_and_kl_reference_rows(finished_events):
     for events, kl_row in ((unnamed, False), (with_kl, True), (no_loss, True)):
         app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
         async with app.run_test(size=(120, 36)) as pilot:
-            await pilot.pause(0.1)
+            await wait_for(pilot, lambda app=app: "weights after" in rendered(app.screen.query_one("#gateway")))
             gateway = rendered(app.screen.query_one("#gateway"))
             metrics = rendered(app.screen.query_one("#metrics"))
             assert f"weights after {last} updates" in gateway and app.state.step == last  # the last batch
             assert ("KL ref" in metrics) is kl_row
             assert ("0.0123" in metrics) is kl_row
             assert ("loss" in metrics) is (events is not no_loss)  # the cookbook's RL loop logs none
+
+
+async def test_a_resumed_live_console_shows_the_whole_run(tmp_path):
+    """A run resumed into the same folder: the console reads the earlier run's events from
+    events.jsonl first, then the bus's, each once, so the trends cover the whole run."""
+    import dataclasses
+
+    from tbconsole.events import RunStarted
+
+    first = list(synthetic_run(steps=3, groups=2, group_size=2, seed=4, stop_after=1, hostile=False))
+    full = list(synthetic_run(steps=3, groups=2, group_size=2, seed=4, hostile=False))
+    started = dataclasses.replace(first[0], run_id="resumed", start_step=2, ts=first[-1].ts + 60)
+    second = [started] + [dataclasses.replace(e, ts=e.ts + 60) for e in full
+                          if getattr(e, "step", None) == 2 and not isinstance(e, RunStarted)]
+    bus = EventBus(tmp_path)
+    for e in first:
+        bus.publish(e)
+    bus.close()
+    bus = EventBus(tmp_path)  # the resumed process
+    bus.publish(second[0])  # before the console opened: only in the file
+    source = BusSource(bus)
+    app = ConsoleApp(source=source, controls=LocalControls(RunControl(bus.publish)), clock=lambda: second[-1].ts)
+    total = len(first) + len(second)
+    async with app.run_test(size=(120, 36)) as pilot:
+        for e in second[1:]:
+            bus.publish(e)
+        # the file is read (the live events it held back are released) and everything is folded
+        await wait_for(pilot, lambda: source._held is None and not len(app.inbox) and app.state.last_completed == 2)
+        assert app.inbox.received == total and app.state.events == total  # each event once
+        assert [step for step, _, _ in app.state.reward_trend()] == [0, 1, 2]
+        assert len(app.state.metric(("optim/entropy",))[2]) == 3
+        assert app.state.run_id == "resumed"
+        await wait_for(pilot, lambda: "step 2 · 3/3 trained" in rendered(app.screen.query_one("#header"), 200))
+    bus.close()

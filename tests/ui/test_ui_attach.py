@@ -9,9 +9,10 @@ import time
 import uuid
 
 import pytest
-from conftest import FIXTURES
 
 from tbconsole.events import ControlChanged, read_events
+
+from conftest import FIXTURES
 
 pytestmark = [pytest.mark.timeout(90),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -60,12 +61,12 @@ def test_attach_replays_a_finished_run(tmux_sessions):
     t = Tmux(f"{sys.executable} -m tbconsole.ui.cli attach {FIXTURES / 'finished'}")
     tmux_sessions.append(t)
     screen = t.wait_for("DONE")
-    assert "replay" in screen and "step 3/3" in screen and "trials · step 3" in screen
+    assert "replay" in screen and "step 2 · 3/3 trained" in screen and "trials · step 2" in screen
     t.wait_for("] step")  # the replay keys are offered once the run is loaded
     t.keys("{")
-    t.wait_for("step –/3")
+    t.wait_for("step – · 0/3 trained")
     t.keys("]")
-    screen = t.wait_for("trials · step 1")
+    screen = t.wait_for("trials · step 0")
     t.keys("Enter")
     screen = t.wait_for("verifier")
     assert "␛" in screen or "<U+202E>" in screen  # escapes from model/tool output are shown inert

@@ -8,6 +8,7 @@ import sys
 import pytest
 from rich.console import Console
 
+from tbconsole.events import GroupEnded
 from tbconsole.ui import plotmath
 from tbconsole.ui.sanitize import one_line, plain, text
 from tbconsole.ui.synthetic import HOSTILE
@@ -167,11 +168,22 @@ def test_capture_outputs(tmp_path):
     assert TokenDecoder(None).piece(42) == "⟨42⟩"
 
 
+def test_token_decoder_decodes_one_token_at_a_time():
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    decoder = TokenDecoder(Tokenizer(WordLevel({"hello": 0, "world": 1, "[UNK]": 2}, unk_token="[UNK]")))
+    assert decoder.available
+    assert [decoder.piece(i) for i in (1, 0, 1)] == ["world", "hello", "world"]
+
+
 def test_token_decoder_uses_a_tokenizer_when_there_is_one():
     decoder = TokenDecoder.for_model("no-such/model")
     if not decoder.available:
         pytest.skip("no tokenizer.json found (engine assets missing)")
-    assert isinstance(decoder.piece(100), str) and decoder.piece(100) == decoder.piece(100)
+    text = "hello world, again"
+    ids = decoder._tok.encode(text, add_special_tokens=False).ids
+    assert len(ids) > 1 and "".join(decoder.piece(i) for i in ids) == text
 
 
 # -- the trials grid's rows ------------------------------------------------------------------------
@@ -181,7 +193,7 @@ def test_trials_grid_rows_are_fixed_width_and_mark_the_cursor():
     from rich.text import Text
 
     from tbconsole.ui.widgets.base import Palette
-    from tbconsole.ui.widgets.trials import column_at, fit, grid_widths, header_text, row_text
+    from tbconsole.ui.widgets.trialcells import column_at, fit, grid_widths, header_text, row_text
 
     p = Palette(*(["#010101"] * 9))
     assert fit(Text("abcdefgh"), 4).plain == "abcd"
@@ -200,11 +212,65 @@ def test_trials_grid_rows_are_fixed_width_and_mark_the_cursor():
     assert grid_widths(120, 4) == (24, 16) and grid_widths(80, 4) == (14, 13) and grid_widths(80, 20)[1] == 5
 
 
+def test_group_flags_are_shown_whole_in_a_narrow_label(finished_events):
+    """The label cuts the task name, never the ``=all`` / ``✗err`` flag (it was cut to ``=a…``)."""
+    from tbconsole.state import reduce_all
+    from tbconsole.ui.widgets.base import Palette
+    from tbconsole.ui.widgets.trialcells import fit, group_label
+
+    p = Palette(*(["#010101"] * 9))
+    state = reduce_all(finished_events)
+    same = next(g for g in state.groups.values() if g.all_same(state.trials))
+    for width in (10, 14, 24):
+        label = fit(group_label(same, state, width, p), width).plain.rstrip()
+        assert label.endswith(" =all") and len(label) <= width, label
+    state = reduce_all(finished_events[: next(i for i, e in enumerate(finished_events)
+                                                 if isinstance(e, GroupEnded) and not e.ok) + 1])
+    failed = next(g for g in state.groups.values() if g.ok is False)
+    assert fit(group_label(failed, state, 14, p), 14).plain.rstrip().endswith(" ✗err")
+
+
+def test_cancelled_and_limit_cells():
+    from tbconsole.state import TrialState
+    from tbconsole.ui.widgets.base import Palette
+    from tbconsole.ui.widgets.trialcells import cell_text
+
+    p = Palette(*(["#010101"] * 9))
+    cancelled = TrialState(trial="t", step=0, group=0, index=0, task="a", phase="agent", started=0.0,
+                           cancelled=True, ended=5.0)
+    assert cell_text(cancelled, 100, 12, p).plain == "cancel"
+    for outcome, mark in (("TimeLimitExceeded", "T"), ("SequenceLengthLimitExceeded", "L"),
+                          ("OutputTokenLimitExceeded", "L"), ("Submitted", "")):
+        t = TrialState(trial="t", step=0, group=0, index=0, task="a", outcome=outcome, scored=True, reward=1.0,
+                       started=0.0, ended=3.0)
+        assert cell_text(t, 100, 12, p).plain == f"✓1{mark} 3s"
+    failed = TrialState(trial="t", step=0, group=0, index=0, task="a", outcome="AgentError", scored=False,
+                        exception_type="CaptureLost")
+    assert cell_text(failed, 100, 16, p).plain == "! CaptureLost"
+    assert cell_text(failed, 100, 12, p).plain == "! CaptureLo…"  # cut to the cell, not past it
+
+
+# -- help texts ---------------------------------------------------------------------------------
+
+def test_every_metric_and_counter_is_explained():
+    from tbconsole.ui.present import CAPTURE_HELP, GATEWAY_HELP, HELP_TABLES, METRIC_ROWS
+    from tbconsole.ui.widgets.captures import NUMS
+
+    assert len({row.label for row in METRIC_ROWS}) == len(METRIC_ROWS)
+    for row in METRIC_ROWS:
+        assert len(row.help) > 30, row.label
+        assert any(key in row.help for key in row.keys), row  # names the metric it shows
+    assert set(NUMS) <= set(CAPTURE_HELP)
+    assert {"status", "probes", "sampler"} <= set(GATEWAY_HELP)
+    listed = {name for _, rows in HELP_TABLES for name, _ in rows}
+    assert {row.label for row in METRIC_ROWS} | set(CAPTURE_HELP) | set(GATEWAY_HELP) <= listed
+
+
 # -- boundaries ---------------------------------------------------------------------------------
 
 def test_plain_parts_of_the_ui_do_not_import_textual():
     modules = ["tbconsole.state", "tbconsole.ui.synthetic", "tbconsole.ui.plotmath", "tbconsole.ui.sanitize",
-               "tbconsole.ui.source", "tbconsole.ui.trialfiles"]
+               "tbconsole.ui.source", "tbconsole.ui.trialfiles", "tbconsole.ui.present", "tbconsole.ui.filters"]
     code = ("import importlib, sys\n"
             f"for m in {modules!r}: importlib.import_module(m)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'harbor', 'tinker')))")

@@ -3,11 +3,12 @@ and 80×24, a transcript, the error modal and the paused state. A fake clock and
 keep them deterministic. Update after an intended change: pytest tests/ui --snapshot-update"""
 
 import pytest
-from conftest import T_FIXED
 
 from tbconsole.events import ControlChanged
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.source import ListSource, LocalControls, Replay
+
+from conftest import T_FIXED
 
 pytestmark = pytest.mark.timeout(120)
 

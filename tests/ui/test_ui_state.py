@@ -5,8 +5,8 @@ import json
 import tracemalloc
 
 import pytest
-from conftest import FIXTURES, recorded_runs
 
+from tbconsole.enums import TrialOutcome
 from tbconsole.events import (
     BatchStarted,
     ControlChanged,
@@ -16,6 +16,7 @@ from tbconsole.events import (
     GroupEnded,
     GroupStarted,
     ProxyRequest,
+    RunEnded,
     RunStarted,
     StepMetrics,
     TrialEnded,
@@ -23,17 +24,12 @@ from tbconsole.events import (
     decode,
     read_events,
 )
-from tbconsole.state import (
-    KEEP_STEPS,
-    MAX_TEXT,
-    RunState,
-    format_count,
-    format_duration,
-    reduce,
-    reduce_all,
-    trial_matches,
-)
+from tbconsole.state import KEEP_STEPS, MAX_TEXT, RunState, reduce, reduce_all
+from tbconsole.ui.filters import trial_matches
+from tbconsole.ui.present import format_count, format_duration, progress_text, status_label
 from tbconsole.ui.synthetic import T0, flood, synthetic_run
+
+from conftest import FIXTURES, recorded_runs
 
 
 @pytest.mark.parametrize("path", recorded_runs(), ids=lambda p: p.parent.name)
@@ -55,8 +51,8 @@ def test_every_recorded_run_reduces(path):
 
 def test_finished_run(finished_events):
     state = reduce_all(finished_events)
-    assert state.finished and state.status == "done" and state.status_label == "done"
-    assert state.step_display == "3/3"
+    assert state.finished and state.status == "done" and status_label(state) == "done"
+    assert progress_text(state, state.last_ts) == "step 2 · 3/3 trained"  # steps count from 0, as in the log
     assert state.completed_steps == 3 and state.last_completed == 2
     assert state.pending_decision is None
     assert state.eta(state.last_ts) is None  # finished: no ETA
@@ -96,7 +92,7 @@ def test_all_same_reward_groups_are_flagged(finished_events):
 
 def test_pending_decision_and_control(awaiting_events):
     state = reduce_all(awaiting_events)
-    assert state.control == "awaiting_decision" and state.status_label == "awaiting decision"
+    assert state.control == "awaiting_decision" and status_label(state) == "awaiting decision"
     e = state.pending_decision
     assert isinstance(e, ErrorRaised) and e.decision_needed and e.exception_type == "CaptureLost"
     assert not state.finished
@@ -152,7 +148,7 @@ def test_eta_from_trained_steps():
     reduce(state, BatchStarted(ts=100, step=1, groups=[{"group": 0, "task": "a", "trials": 2}]))
     # 9 steps left at 100 s each, 30 s into the current one
     assert state.eta(130) == pytest.approx(9 * 100 - 30)
-    assert state.step_display == "2/10"
+    assert progress_text(state, 130) == "step 1 · 1/10 trained"
 
 
 def test_gateway_health_history():
@@ -213,6 +209,103 @@ def test_filter_words():
     assert all(t.reward == 1.0 for t in trials if trial_matches(t, "reward=1"))
     assert all(t.reward >= 1 for t in trials if trial_matches(t, "ok"))
     assert not any(trial_matches(t, "no-such-task") for t in trials)
+
+
+@pytest.mark.parametrize("outcome", list(TrialOutcome))
+def test_fail_filter_follows_every_outcome(outcome):
+    """`/fail` matches every trial that did not submit: the limit outcomes (time, sequence, output
+    tokens), errors and cancelled trials; `/error` only those nothing is trained on (unscored
+    outcomes and cancelled trials)."""
+    state = RunState()
+    reduce(state, GroupStarted(step=0, group=0, task="a", trials=["t", "sibling"], proxy_url="http://p"))
+    reduce(state, TrialEnded(step=0, group=0, trial="t", outcome=outcome, scored=outcome.scored,
+                             reward=0.0 if outcome.scored else None, turns=1, output_tokens=5, trial_dir=None,
+                             timings={}, exception_type=None if outcome.scored else "ModelCallFailed"))
+    assert trial_matches(state.trials["t"], "fail") is (outcome != TrialOutcome.SUBMITTED)
+    assert trial_matches(state.trials["t"], "error") is (not outcome.scored)
+    assert not trial_matches(state.trials["sibling"], "fail")  # still running
+    assert not trial_matches(state.trials["sibling"], "error")
+    if not outcome.scored:  # the runner cancels the rest of the group: no trial.ended for them
+        reduce(state, GroupEnded(step=0, group=0, rewards=[None, None], ok=False, error="boom"))
+        sibling = state.trials["sibling"]
+        assert sibling.cancelled and not sibling.done
+        assert trial_matches(sibling, "fail") and trial_matches(sibling, "error")
+        assert trial_matches(sibling, "cancelled") and not trial_matches(state.trials["t"], "cancelled")
+
+
+def test_a_failed_group_cancels_its_unfinished_trials(awaiting_events):
+    """As the runner: the failing trial ends as AgentError, its siblings send nothing more and
+    stop their clocks when the group ends unscored."""
+    state = reduce_all(awaiting_events)
+    group = state.groups[(1, 2)]
+    assert group.ok is False
+    trials = [state.trials[t] for t in group.trials]
+    failed = [t for t in trials if t.done]
+    assert [t.outcome for t in failed] == ["AgentError"] and failed[0].exception_type == "CaptureLost"
+    cancelled = [t for t in trials if not t.done]
+    assert cancelled and all(t.cancelled and t.ended == group.ended for t in cancelled)
+    assert all(t.elapsed(group.ended + 1000) == t.elapsed(group.ended) for t in cancelled)
+    assert not any(isinstance(e, TrialEnded) and e.outcome not in set(TrialOutcome) for e in awaiting_events)
+
+
+def _started(ts, **fields):
+    base = dict(run_id="r", log_path="/run", model_name="m", base_url=None, renderer_name=None, total_steps=4,
+                groups_per_batch=1, group_size=2, tasks=["a"], config={})
+    return RunStarted(ts=ts, **{**base, **fields})
+
+
+def _train_step(state, step, ts, reward):
+    reduce(state, BatchStarted(ts=ts, step=step, groups=[{"group": 0, "task": "a", "trials": 1}]))
+    reduce(state, TrialEnded(ts=ts + 5, step=step, group=0, trial=f"t{step}", outcome="Submitted", scored=True,
+                             reward=reward, turns=1, output_tokens=3, trial_dir=None, timings={}))
+    reduce(state, StepMetrics(ts=ts + 9, step=step, metrics={"optim/entropy": 1.0 - step / 10}))
+
+
+def test_a_resumed_run_keeps_its_trends():
+    """A run resumed into the same folder starts again (a second run.started): the reward and
+    metric trends, per-task stats and the trained-step count go on."""
+    state = RunState()
+    reduce(state, _started(0))
+    _train_step(state, 0, 10, 0.0)
+    _train_step(state, 1, 30, 1.0)
+    reduce(state, BatchStarted(ts=50, step=2, groups=[{"group": 0, "task": "a", "trials": 1}]))
+    reduce(state, TrialPhase(ts=51, step=2, group=0, trial="t2", phase="agent"))  # then the process died
+    reduce(state, _started(100, run_id="r2", start_step=2))
+    assert not state.batch_active and state.trials["t2"].cancelled
+    assert [s for s, _, _ in state.reward_trend()] == [0, 1]
+    assert len(state.metric(("optim/entropy",))[2]) == 2
+    assert state.task_stats["a"].trials == 2 and state.trained_steps == 2
+    _train_step(state, 2, 110, 1.0)
+    assert [s for s, _, _ in state.reward_trend()] == [0, 1, 2]
+    assert state.metric(("optim/entropy",))[2] == pytest.approx([1.0, 0.9, 0.8])
+    assert progress_text(state, 120) == "step 2 · 3/4 trained"
+
+
+def test_held_out_evaluation_is_its_own_phase():
+    """No event marks the held-out evaluation: it runs before every eval_every-th batch and after
+    the last. The header names it instead of a step that has not started, and no ETA is made up."""
+    config = {"config": {"eval_every": 2}, "harbor": {"eval_tasks_dir": "/tasks-heldout"}}
+    state = RunState()
+    reduce(state, _started(0, config=config))
+    assert state.heldout_running_since() == 0 and progress_text(state, 30) == "held-out evaluation 30s · 0/4 trained"
+    _train_step(state, 0, 40, 0.0)
+    assert state.heldout_running_since() is None  # before step 1: no evaluation (1 % 2)
+    assert progress_text(state, 60) == "step 0 · 1/4 trained"
+    _train_step(state, 1, 60, 1.0)
+    assert state.heldout_running_since() == 69  # before step 2, since step 1 was trained
+    reduce(state, ControlChanged(ts=70, state="paused"))
+    assert state.heldout_running_since() is None
+    reduce(state, ControlChanged(ts=71, state="running"))
+    _train_step(state, 2, 80, 1.0)
+    _train_step(state, 3, 100, 1.0)
+    assert state.heldout_running_since() == 109 and state.eta(120) is None  # the final weights
+    assert progress_text(state, 120) == "held-out evaluation 11s · 4/4 trained"
+    reduce(state, StepMetrics(ts=130, step=4, metrics={"eval/heldout/reward": 0.5}))
+    assert state.heldout_running_since() is None
+    reduce(state, RunEnded(ts=131, status="done", step=4))
+    assert state.heldout_running_since() is None
+    without = reduce_all([_started(0, config={"config": {"eval_every": 2}, "harbor": {"eval_tasks_dir": None}})])
+    assert without.heldout_running_since() is None
 
 
 def test_formatting():

@@ -14,7 +14,9 @@ from tbconsole.ui.sanitize import text
 class ConfirmScreen(ModalScreen[bool]):
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical { width: 64; max-width: 95%; height: auto; border: thick $warning; background: $surface; padding: 1 2; }
+    ConfirmScreen > Vertical {
+        width: 64; max-width: 95%; height: auto; border: thick $warning; background: $surface; padding: 1 2;
+    }
     ConfirmScreen #question { margin-bottom: 1; }
     ConfirmScreen Horizontal { height: auto; align: right middle; }
     ConfirmScreen Button { margin-left: 2; }

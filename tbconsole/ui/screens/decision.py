@@ -19,7 +19,10 @@ class DecisionScreen(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     DecisionScreen { align: center middle; }
-    DecisionScreen > Vertical { width: 90; max-width: 96%; height: auto; max-height: 90%; border: thick $error; background: $surface; padding: 0 1; }
+    DecisionScreen > Vertical {
+        width: 90; max-width: 96%; height: auto; max-height: 90%; border: thick $error; background: $surface;
+        padding: 0 1;
+    }
     DecisionScreen #title { color: $error; text-style: bold; margin: 1 0; }
     DecisionScreen VerticalScroll { height: auto; max-height: 16; }
     DecisionScreen #hint { color: $text-muted; margin-top: 1; }
@@ -48,7 +51,7 @@ class DecisionScreen(ModalScreen[str | None]):
             grid.add_column()
             where = []
             if e.step is not None:
-                where.append(f"step {e.step + 1}")
+                where.append(f"step {e.step}")
             if e.group is not None:
                 where.append(f"group {e.group}")
             grid.add_row("where", text(", ".join(where) or "–"))

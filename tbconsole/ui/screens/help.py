@@ -1,4 +1,5 @@
-"""`?`: the keys, what the grid's cells mean, and where the data comes from."""
+"""`?`: the keys, what the grid's cells mean, what every metric and counter measures (the same
+texts as the panels' tooltips), and where the data comes from."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tbconsole.ui.present import HELP_TABLES
+
 KEYS = [
     ("p", "pause after the current batch / resume"),
     ("s", "stop cleanly: finish and train this batch, checkpoint, exit 0 (asks first)"),
@@ -16,7 +19,7 @@ KEYS = [
     ("d", "decide on a pending error: abort or retry the group"),
     ("enter", "open the selected trial's transcript"),
     ("esc", "back"),
-    ("/", "filter trials: words match task, outcome, phase; also ok, fail, reward=1"),
+    ("/", "filter trials: words match task, outcome, phase; also ok, fail (no submission), error (not scored), cancelled, reward=1"),
     ("c", "(transcript) colour captured tokens by logprob"),
     ("end", "(transcript) follow the bottom again"),
     ("[ ]  { }", "(replay) previous / next step, first / last"),
@@ -30,7 +33,8 @@ CELLS = [
     ("agent 3t 1.2k 40s", "the agent is running: turns so far, output tokens, time in phase"),
     ("verify", "the verifier is running"),
     ("✓1 / ✗0 / ◐0.5", "done: reward (T: time limit, L: length limit), total time"),
-    ("! Error / cancel", "not scored: the trial failed or was cancelled"),
+    ("! Error", "not scored: the trial failed (its exception type)"),
+    ("cancel", "not scored: cancelled when its group failed or the run ended"),
     ("=all", "every trial of the group got the same reward: it trains nothing"),
     ("!", "after a phase: a capture was lost in this trial"),
 ]
@@ -39,26 +43,26 @@ CELLS = [
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 96; max-width: 96%; height: auto; max-height: 90%; border: thick $primary; background: $surface; padding: 0 1; }
+    HelpScreen > VerticalScroll {
+        width: 96; max-width: 96%; height: auto; max-height: 90%; border: thick $primary; background: $surface;
+        padding: 0 1;
+    }
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
     def compose(self) -> ComposeResult:
-        keys = Table(title="keys", box=None, show_header=False, padding=(0, 2), title_style="bold")
-        keys.add_column(style="bold", no_wrap=True)
-        keys.add_column()
-        for k, v in KEYS:
-            keys.add_row(k, v)
-        cells = Table(title="trial cells", box=None, show_header=False, padding=(0, 2), title_style="bold")
-        cells.add_column(style="bold", no_wrap=True)
-        cells.add_column()
-        for k, v in CELLS:
-            cells.add_row(k, v)
+        tables = [("keys", KEYS), ("trial cells", CELLS), *HELP_TABLES]
         with VerticalScroll():
-            yield Static(keys)
-            yield Static(cells)
-            yield Static("The footer shows only the actions valid now. Data: the run's event stream "
-                         "(events.jsonl); transcripts also read the trial folder and capture files.")
+            for title, rows in tables:
+                table = Table(title=title, box=None, show_header=False, padding=(0, 2), title_style="bold")
+                table.add_column(style="bold", no_wrap=True)
+                table.add_column()
+                for name, meaning in rows:
+                    table.add_row(name, meaning)
+                yield Static(table, classes="help-table")
+            yield Static("The footer shows only the actions valid now. Hover a panel's line for what it shows. "
+                         "Data: the run's event stream (events.jsonl); transcripts also read the trial folder "
+                         "and capture files.")
 
     def action_close(self) -> None:
         self.dismiss(None)

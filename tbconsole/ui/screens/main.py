@@ -66,12 +66,12 @@ class MainScreen(Screen):
     def grid(self) -> TrialsGrid:
         return self.query_one(TrialsGrid)
 
-    def show(self, state: RunState, now: float, dirty: set[str], everything: bool = False) -> None:
+    def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:
         self.query_one(RunHeader).show(state, now, self.app.mode_label)
-        if everything or "trials" in dirty:
+        if everything or "trials" in changed:
             self.grid.show(state, now)
         for name, cls in PANELS.items():
-            if everything or name in dirty:
+            if everything or name in changed:
                 self.query_one(f"#{name}", cls).show(state, now)
         if getattr(self.app, "replay", None) is not None:
             self.query_one(ReplayBar).show(self.app.replay)

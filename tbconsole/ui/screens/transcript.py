@@ -11,6 +11,7 @@ turns until you come back (End). Every string from a model or a tool is shown as
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from rich.console import Group
 from rich.rule import Rule
@@ -21,7 +22,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tbconsole.state import RunState, TrialState, Turn, format_count, format_duration
+from tbconsole.state import RunState, TrialState, Turn
+from tbconsole.ui.present import format_count, format_duration
 from tbconsole.ui.sanitize import one_line, text
 from tbconsole.ui.trialfiles import (
     TokenDecoder,
@@ -90,7 +92,7 @@ class TranscriptScreen(Screen):
 
     # -- rendering ------------------------------------------------------------------------
 
-    def show(self, state: RunState, now: float, dirty: set[str], everything: bool = False) -> None:
+    def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:
         t = state.trials.get(self.trial)
         p = palette_of(self.app)
         self.query_one("#thead", Static).update(self._head(t, now, p))
@@ -115,7 +117,7 @@ class TranscriptScreen(Screen):
             head.append("  (no longer in memory: showing its folder)", style=p.muted)
             return head
         head.append(f"  {one_line(t.task, 60)}", style="bold")
-        head.append(f"  step {t.step + 1} · group {t.group} · trial {t.index + 1}", style=p.muted)
+        head.append(f"  step {t.step} · group {t.group} · trial {t.index + 1}", style=p.muted)
         head.append("\n")
         if t.done:
             if t.scored and t.reward is not None:
@@ -126,6 +128,9 @@ class TranscriptScreen(Screen):
                 if t.exception_type:
                     head.append(f"  {one_line(t.exception_type, 60)}: {one_line(t.exception_message, 200)}",
                                 style=p.error)
+        elif t.cancelled:
+            head.append("cancelled", style=f"bold {p.muted}")
+            head.append(f" in {t.phase} (its group failed or the run ended; not scored)", style=p.muted)
         else:
             head.append(f"{t.phase}", style=f"bold {p.primary}")
             head.append(f" for {format_duration(t.phase_elapsed(now))}", style=p.muted)
@@ -275,7 +280,8 @@ class TranscriptScreen(Screen):
         t = self.app.state.trials.get(self.trial)
         self.turns_seen = len(t.transcript) if t is not None else 0
         self.done_seen = t is not None and t.done
-        self.run_worker(self._replace(blocks), exclusive=True, group="render")
+        # A function, not a coroutine: a render the next one replaces before it started is never awaited.
+        self.run_worker(partial(self._replace, blocks), exclusive=True, group="render")
 
     async def _replace(self, blocks) -> None:
         body = self.body

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual import events
 from textual.color import Color
 from textual.widgets import Static
 
+from tbconsole.enums import ControlState, RunStatus
 from tbconsole.state import RunState
 
 
@@ -26,10 +29,10 @@ class Palette:
 
     def state(self, status: str) -> str:
         return {
-            "running": self.success, "done": self.success, "stopped": self.primary,
-            "pausing": self.warning, "paused": self.warning, "stopping": self.warning,
-            "awaiting_decision": self.error, "aborting": self.error, "aborted": self.error,
-            "failed": self.error,
+            ControlState.RUNNING: self.success, RunStatus.DONE: self.success, RunStatus.STOPPED: self.primary,
+            ControlState.PAUSING: self.warning, ControlState.PAUSED: self.warning, ControlState.STOPPING: self.warning,
+            ControlState.AWAITING_DECISION: self.error, ControlState.ABORTING: self.error,
+            RunStatus.ABORTED: self.error, RunStatus.FAILED: self.error,
         }.get(status, self.muted)
 
 
@@ -47,7 +50,9 @@ def palette_of(app) -> Palette:
 
 
 class Panel(Static):
-    """A bordered panel that renders the state on demand."""
+    """A bordered panel that renders the state on demand. Hovering a line shows what it means:
+    ``render_state`` puts one help text per line it draws in ``line_help`` (None: the panel's
+    ``HELP``)."""
 
     DEFAULT_CSS = """
     Panel {
@@ -58,29 +63,54 @@ class Panel(Static):
     }
     """
     TITLE = ""
+    HELP = ""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.line_help: list[str | None] = []
+        self._hovered: int | None = None
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
+        self.tooltip = self.HELP or None
 
     def on_resize(self) -> None:
         if self.id:
             self.app.redraw(self.id)  # sizes feed the layout of the text (bars, sparklines, rows)
 
     def show(self, state: RunState, now: float) -> None:
+        self.line_help = []
         self.update(self.render_state(state, now, palette_of(self.app)))
+        self._show_help()
 
     def render_state(self, state: RunState, now: float, palette: Palette) -> RenderableType:
         raise NotImplementedError
 
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        offset = event.get_content_offset(self)
+        self._hovered = offset.y if offset is not None else None
+        self._show_help()
 
-def columns(cells: list, widths: list[int], right: set[int] = frozenset(), style: str = "") -> Text:
+    def on_leave(self) -> None:
+        self._hovered = None
+
+    def help_at(self, line: int | None) -> str | None:
+        """The help text for content line ``line``: its own, else the panel's."""
+        text = self.line_help[line] if line is not None and 0 <= line < len(self.line_help) else None
+        return text or self.HELP or None
+
+    def _show_help(self) -> None:
+        text = self.help_at(self._hovered)
+        if self.tooltip != text:
+            self.tooltip = text
+
+
+def columns(cells: list, widths: list[int], right: Collection[int] = (), style: str = "") -> Text:
     """One table row as a Text: fixed widths, cut with … (much cheaper to lay out than a Rich
     Table, which matters when panels redraw under a flood of events)."""
-    from rich.text import Text as _Text
-
-    out = _Text(no_wrap=True, overflow="ellipsis", style=style)
+    out = Text(no_wrap=True, overflow="ellipsis", style=style)
     for i, (cell, width) in enumerate(zip(cells, widths, strict=False)):
-        cell = cell if isinstance(cell, _Text) else _Text(str(cell))
+        cell = cell if isinstance(cell, Text) else Text(str(cell))
         if cell.cell_len > width:
             cell = cell.copy()
             cell.truncate(max(1, width), overflow="ellipsis")

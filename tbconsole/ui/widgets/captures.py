@@ -1,20 +1,23 @@
 """Capture counters: requests, samples captured, prompt/output tokens, rejected requests and
-lost captures, per group of the current batch and in total."""
+lost captures, per group of the current batch and in total. Hovering a line says what it counts."""
 
 from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
 
-from tbconsole.state import Counters, RunState, format_count
+from tbconsole.state import Counters, RunState
+from tbconsole.ui.present import CAPTURE_HELP, format_count
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 NUMS = ("req", "capt", "prompt", "out", "rej", "lost")
+COLUMNS_HELP = "\n".join(f"{name}: {CAPTURE_HELP[name]}" for name in NUMS)
 
 
 class CapturesPanel(Panel):
     TITLE = "captures"
+    HELP = COLUMNS_HELP
 
     def render_state(self, state: RunState, now: float, p: Palette):
         width = self.content_size.width or 60
@@ -23,13 +26,15 @@ class CapturesPanel(Panel):
         widths = [label_w, *num_w]
         right = set(range(1, 7))
         lines = [columns([Text("group"), *NUMS], widths, right, style=f"bold {p.muted}")]
+        self.line_help.append(COLUMNS_HELP)
 
-        def row(label: Text, c: Counters, style: str = "") -> Text:
-            return columns([
+        def row(label: Text, c: Counters, help_text: str, style: str = "") -> None:
+            lines.append(columns([
                 label, format_count(c.requests), format_count(c.captured), format_count(c.prompt_tokens),
                 format_count(c.output_tokens),
                 Text(format_count(c.rejected), style=p.warning if c.rejected else ""),
-                Text(format_count(c.lost), style=f"bold {p.error}" if c.lost else "")], widths, right, style=style)
+                Text(format_count(c.lost), style=f"bold {p.error}" if c.lost else "")], widths, right, style=style))
+            self.line_help.append(f"{help_text}\n{COLUMNS_HELP}")
 
         groups = state.batch_groups()
         avail = (self.content_size.height or 8) - 1  # rows under the header
@@ -37,9 +42,11 @@ class CapturesPanel(Panel):
         for g in shown:
             label = Text(f"{g.group}", style=p.muted)
             label.append(" " + one_line(g.task, 40), style=p.fg)
-            lines.append(row(label, g.counters))
+            row(label, g.counters, f"Group {g.group} of step {g.step} ({one_line(g.task, 60)}): "
+                                   "its trials' model calls.")
         if len(shown) < len(groups):
             lines.append(Text(f"+{len(groups) - len(shown)} more groups", style=p.muted))
-        lines.append(row(Text("batch"), state.batch_counters(), style="bold"))
-        lines.append(row(Text("run"), state.totals, style="bold"))
+            self.line_help.append(None)
+        row(Text("batch"), state.batch_counters(), "The current batch's groups together.", style="bold")
+        row(Text("run"), state.totals, "The whole run so far.", style="bold")
         return Group(*lines)

@@ -1,51 +1,57 @@
-"""Gateway health: status, probe latency with a sparkline, base URL, model, sampler in use,
-last error."""
+"""Gateway health: status, probes sent and failed with their latency (a sparkline), base URL,
+model, sampler in use, last error. Hovering a line says what it shows."""
 
 from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
 
-from tbconsole.state import RunState, format_duration
+from tbconsole.state import RunState
 from tbconsole.ui.plotmath import sparkline
+from tbconsole.ui.present import GATEWAY_HELP, format_duration
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, Panel
 
 
 class GatewayPanel(Panel):
     TITLE = "gateway"
+    HELP = "The Tinker-compatible gateway the run trains and samples through. Hover a line for its meaning."
 
     def render_state(self, state: RunState, now: float, p: Palette):
         g = state.gateway
         width = max(20, self.content_size.width or 40)
         lines: list[Text] = []
 
-        def add_row(label: str, value: Text) -> None:
+        def add_row(label: str, value: Text, help_text: str) -> None:
             line = Text(f"{label:<8}", style=p.muted, no_wrap=True, overflow="ellipsis")
             line.append_text(value)
             lines.append(line)
-        if g.ok is None:
+            self.line_help.append(help_text)
+
+        if state.finished:
+            status = Text("not probed (run ended)", style=p.muted)
+        elif g.ok is None:
             status = Text("no probe yet", style=p.muted)
         elif g.ok:
             status = Text("● healthy", style=f"bold {p.success}")
         else:
             status = Text("● down", style=f"bold {p.error}")
-        if g.checked is not None:
+        if g.checked is not None and not state.finished:
             status.append(f"  {format_duration(now - g.checked)} ago", style=p.muted)
-        if g.probes:
-            status.append(f"  {g.failures}/{g.probes} failed", style=p.error if g.failures else p.muted)
-        add_row("status", status)
-        lat = Text(f"{g.latency_ms:.0f} ms " if g.latency_ms is not None else "– ")
-        lat.append(sparkline(list(g.latencies), max(4, width - 16)), style=p.line)
-        add_row("latency", lat)
-        add_row("url", Text(one_line(g.base_url or state.base_url or "–", 120)))
-        add_row("model", Text(one_line(state.model_name or "–", 120)))
-        add_row("sampler", Text(one_line(g.sampler_path or _unnamed_sampler(state), 160)))
+        add_row("status", status, GATEWAY_HELP["status"])
+        probes = Text(f"{g.probes} sent, ")
+        probes.append(f"{g.failures} failed", style=f"bold {p.error}" if g.failures else "")
+        probes.append(f", {g.latency_ms:.0f} ms " if g.latency_ms is not None else ", – ")
+        probes.append(sparkline(list(g.latencies), max(4, width - 9 - probes.cell_len)), style=p.line)
+        add_row("probes", probes, GATEWAY_HELP["probes"])
+        add_row("url", Text(one_line(g.base_url or state.base_url or "–", 120)), GATEWAY_HELP["url"])
+        add_row("model", Text(one_line(state.model_name or "–", 120)), GATEWAY_HELP["model"])
+        add_row("sampler", Text(one_line(g.sampler_path or _unnamed_sampler(state), 160)), GATEWAY_HELP["sampler"])
         if g.last_error:
             err = Text(one_line(g.last_error, 200), style=p.error)
             if g.last_error_ts is not None:
                 err.append(f" ({format_duration(now - g.last_error_ts)} ago)", style=p.muted)
-            add_row("error", err)
+            add_row("error", err, GATEWAY_HELP["error"])
         return Group(*lines)
 
 

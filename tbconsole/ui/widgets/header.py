@@ -1,11 +1,13 @@
-"""The run header: model, step i/N, elapsed, ETA, and the run's state in a coloured badge."""
+"""The run header: model, the step in flight and the steps trained (or the held-out evaluation),
+elapsed, ETA, and the run's state in a coloured badge."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
-from tbconsole.state import RunState, format_duration
+from tbconsole.state import RunState
+from tbconsole.ui.present import HEADER_HELP, format_duration, progress_text, status_label
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import palette_of
 
@@ -15,34 +17,39 @@ class RunHeader(Static):
     RunHeader { height: 1; background: $panel; color: $foreground; padding: 0 1; }
     """
 
+    def on_mount(self) -> None:
+        self.tooltip = "\n".join(f"{name}: {text}" for name, text in HEADER_HELP.items())
+
     def on_resize(self) -> None:
         self.app.redraw("header")
 
     def show(self, state: RunState, now: float, mode: str = "") -> None:
         p = palette_of(self.app)
-        width = self.size.width or 120
+        width = self.content_size.width or 118
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("tbconsole ", style=f"bold {p.primary}")
         if mode:
             t.append(f"[{mode}] ", style=p.accent)
-        model = one_line(state.model_name or "–", 60)
-        if width < 100:
-            model = model.rsplit("/", 1)[-1][:24]
-        t.append(model, style="bold")
-        if state.run_id and width >= 100:
-            t.append(f" · {one_line(state.run_id, 30)}", style=p.muted)
-        t.append("  step ", style=p.muted)
-        t.append(state.step_display, style="bold")
-        t.append("  elapsed ", style=p.muted)
-        t.append(format_duration(state.elapsed(now)))
-        eta = state.eta(now)
-        t.append("  ETA ", style=p.muted)
-        t.append(format_duration(eta) if eta is not None else "–")
-        t.append("  ")
-        badge = f" {state.status_label.upper()} "
-        t.append(badge, style=f"bold reverse {p.state(state.status)}")
+        status = Text(progress_text(state, now), style="bold")
+        status.append("  elapsed ", style=p.muted)
+        status.append(format_duration(state.elapsed(now)))
+        status.append("  ETA ", style=p.muted)
+        status.append(format_duration(state.eta(now)))
+        status.append("  ")
+        status.append(f" {status_label(state).upper()} ", style=f"bold reverse {p.state(state.status)}")
         if state.pending_decision is not None:
-            t.append("  decision needed: press d", style=f"bold {p.error}")
-        elif state.end_message and state.finished:
+            status.append("  decision needed: press d", style=f"bold {p.error}")
+        # The model and run id take what is left: the state and the step must stay in view
+        # (the gateway panel names the model too).
+        room = width - t.cell_len - status.cell_len - 2
+        if room >= 12:
+            model = Text(one_line(state.model_name or "–", 60), style="bold")
+            if state.run_id:
+                model.append(f" · {one_line(state.run_id, 30)}", style=p.muted)
+            model.truncate(room, overflow="ellipsis")
+            t.append_text(model)
+            t.append("  ")
+        t.append_text(status)
+        if state.end_message and state.finished and state.pending_decision is None:
             t.append(f"  {one_line(state.end_message, 80)}", style=p.muted)
         self.update(t)

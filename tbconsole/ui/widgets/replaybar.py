@@ -9,6 +9,12 @@ from textual.widgets import Static
 from tbconsole.ui.widgets.base import palette_of
 
 
+def where_text(replay) -> str:
+    """The step the view is at (counted from 0, as everywhere) and how many batches are shown."""
+    step = replay.state.step
+    return f"step {'–' if step is None else step} · {replay.step_index()}/{len(replay.marks)} batches "
+
+
 class ReplayBar(Static):
     DEFAULT_CSS = """
     ReplayBar { height: 1; background: $panel; padding: 0 1; }
@@ -16,23 +22,24 @@ class ReplayBar(Static):
 
     def show(self, replay) -> None:
         p = palette_of(self.app)
-        total_steps = len(replay.marks)
-        width = max(10, (self.size.width or 80) - 40)
+        width = self._bar_width()
         frac = replay.position / max(1, len(replay.events))
         filled = int(round(frac * width))
         t = Text(no_wrap=True)
         t.append("replay ", style=f"bold {p.accent}")
-        t.append(f"step {replay.step_index()}/{total_steps} ", style="bold")
+        t.append(where_text(replay), style="bold")
         t.append("━" * filled, style=p.primary)
         t.append("━" * (width - filled), style=p.muted)
         t.append(f" {replay.position}/{len(replay.events)} events", style=p.muted)
         self.update(t)
 
+    def _bar_width(self) -> int:
+        return max(10, (self.size.width or 80) - 50)
+
     def on_click(self, event: events.Click) -> None:
         replay = getattr(self.app, "replay", None)
         if replay is None:
             return
-        width = max(10, (self.size.width or 80) - 40)
-        start = len("replay ") + len(f"step {replay.step_index()}/{len(replay.marks)} ") + 1
-        frac = min(1.0, max(0.0, (event.x - start) / width))
+        start = len("replay ") + len(where_text(replay)) + 1
+        frac = min(1.0, max(0.0, (event.x - start) / self._bar_width()))
         self.app.replay_seek(int(frac * len(replay.events)))

@@ -17,6 +17,9 @@ def _f(v: float | None) -> str:
 
 class RewardsPanel(Panel):
     TITLE = "rewards"
+    HELP = ("The newest step's rewards: count per value, mean ± std, groups whose trials all got the same "
+            "reward (they train nothing); the mean and std over steps; per task: trials, mean, the last "
+            "step's mean, solved/scored.")
 
     def render_state(self, state: RunState, now: float, p: Palette):
         width = max(20, (self.content_size.width or 50))
@@ -29,7 +32,7 @@ class RewardsPanel(Panel):
             parts.append(head)
         else:
             summary = state.steps[step]
-            head.append(f"step {step + 1}", style="bold")
+            head.append(f"step {step}", style="bold")
             head.append(f"  n={len(rewards)}  mean {_f(summary.mean)} ± {_f(summary.std)}")
             same = sum(1 for g in state.batch_groups(step) if g.all_same(state.trials))
             if same:
@@ -38,8 +41,7 @@ class RewardsPanel(Panel):
             counts, labels = reward_bins(rewards)
             top = max(counts) if counts else 0
             label_w = max(len(x) for x in labels) if labels else 1
-            rows = counts if len(counts) <= max(2, height // 3) else counts
-            for count, label in zip(rows, labels, strict=False):
+            for count, label in zip(counts, labels, strict=False):
                 line = Text(no_wrap=True)
                 line.append(f"{label:>{label_w}} ", style=p.muted)
                 line.append(bar(count, top, max(4, width - label_w - 6)), style=p.bar)
@@ -50,8 +52,8 @@ class RewardsPanel(Panel):
             spark_w = max(4, (width - 24) // 2)
             line = Text(no_wrap=True, overflow="ellipsis")
             line.append("mean ", style=p.muted)
-            line.append(sparkline([m for _, m, _ in trend], spark_w, 0.0, 1.0 if max(m for _, m, _ in trend) <= 1 else None),
-                        style=p.line)
+            means = [m for _, m, _ in trend]
+            line.append(sparkline(means, spark_w, 0.0, 1.0 if max(means) <= 1 else None), style=p.line)
             line.append(f" {_f(trend[-1][1])}  ")
             line.append("std ", style=p.muted)
             line.append(sparkline([s for _, _, s in trend], spark_w, 0.0), style=p.accent)

@@ -1,6 +1,7 @@
 """The trials grid: one row per group of the current batch, one cell per trial (phase and time
 in it; when done, outcome and reward). Groups whose trials all got the same reward are flagged:
-they train nothing. Enter on a cell opens that trial's transcript."""
+they train nothing. Enter on a cell opens that trial's transcript. What a cell or a label says
+is in ``trialcells``; this is the widget: layout, incremental redraw, cursor, clicks."""
 
 from __future__ import annotations
 
@@ -14,140 +15,19 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tbconsole.state import PHASE_LABELS, RunState, TrialState, format_count, trial_matches
+from tbconsole.state import RunState, TrialState
+from tbconsole.ui.filters import trial_matches
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, palette_of
-
-SCORED_OUTCOMES = ("Submitted", "TimeLimitExceeded", "SequenceLengthLimitExceeded")
-
-
-def short_time(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    s = int(seconds)
-    if s < 100:
-        return f"{s}s"
-    if s < 6000:
-        return f"{s // 60}m"
-    return f"{s // 3600}h"
-
-
-def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
-    """What one trial's cell says, in at most ``width`` characters."""
-    if t is None:
-        return Text("·", style=p.muted)
-    wide = width >= 12
-    if t.done:
-        elapsed = short_time(t.elapsed(now))
-        if t.scored and t.reward is not None:
-            good = t.reward >= 1.0
-            mark = "✓" if good else ("◐" if t.reward > 0 else "✗")
-            style = p.success if good else (p.warning if t.reward > 0 else p.error)
-            text = Text(f"{mark}{t.reward:g}", style=f"bold {style}")
-            if t.outcome and t.outcome != "Submitted":
-                text.append("T" if t.outcome == "TimeLimitExceeded" else "L", style=p.warning)
-            if width - len(text) > len(elapsed):
-                text.append(" " + elapsed, style=p.muted)
-            return text
-        label = "cancel" if t.outcome == "Cancelled" else (t.exception_type or t.outcome or "error")
-        return Text("! " + one_line(label, width - 2), style=f"bold {p.error}" if t.outcome != "Cancelled" else p.muted)
-    phase = PHASE_LABELS.get(t.phase, t.phase)
-    elapsed = short_time(t.phase_elapsed(now))
-    if t.phase == "agent":
-        turns = t.live_turns
-        if wide:
-            text = Text(f"agent {turns}t", style=f"bold {p.primary}")
-            if width >= 16:
-                text.append(f" {format_count(t.live_tokens)}", style=p.primary)
-        else:
-            text = Text(f"a{turns}", style=f"bold {p.primary}")
-    elif t.phase == "queued":
-        text = Text("queued" if wide else "q", style=p.muted)
-    elif t.phase == "verifying":
-        text = Text(phase if wide else "v", style=p.accent)
-    else:
-        text = Text(phase if wide else phase[0], style=p.fg)
-    if t.lost:
-        text.append("!", style=f"bold {p.error}")
-    if elapsed and len(text) + 1 + len(elapsed) <= width:
-        text.append(" " + elapsed, style=p.muted)
-    return text
-
-
-# -- pure row formatting (unit-tested; no widget needed) ------------------------------------------
-
-CELL_PADDING = 1  # blank columns on each side of every cell, as DataTable drew them
-
-
-def fit(text: Text, width: int) -> Text:
-    """``text`` cut (or padded with blanks) to exactly ``width`` cells, on one line."""
-    out = text.copy()
-    out.truncate(max(0, width), overflow=text.overflow or "crop")
-    if out.cell_len < width:  # the blank fill is unstyled, as DataTable left it
-        padded = Text(end="")
-        padded.append_text(out)
-        padded.append(" " * (width - out.cell_len))
-        return padded
-    return out
-
-
-def row_text(label: Text, cells: list[Text | None], label_w: int, cell_w: int,
-             cursor: int | None = None, cursor_style: Style | str | None = None) -> Text:
-    """One grid line: the label column then one column per trial, each padded by
-    ``CELL_PADDING`` on both sides. ``cursor`` (1-based trial column) gets ``cursor_style``
-    over its whole padded width."""
-    pad = " " * CELL_PADDING
-    line = Text(no_wrap=True, end="")
-    line.append(pad)
-    line.append_text(fit(label, label_w))
-    line.append(pad)
-    for i, cell in enumerate(cells, start=1):
-        start = len(line)
-        line.append(pad)
-        line.append_text(fit(cell if cell is not None else Text(""), cell_w))
-        line.append(pad)
-        if cursor == i and cursor_style:
-            line.stylize(cursor_style, start, len(line))
-    return line
-
-
-def header_text(size: int, label_w: int, cell_w: int, p: Palette) -> Text:
-    """The column headings: "group", then the trial numbers 1..size."""
-    return row_text(Text("group", style=f"bold {p.muted}"),
-                    [Text(str(i + 1), style=f"bold {p.muted}") for i in range(size)], label_w, cell_w)
-
-
-def column_at(x: int, label_w: int, cell_w: int, size: int) -> int | None:
-    """The column under content x: 0 for the label, 1..size for a trial, None past the end."""
-    label_end = label_w + 2 * CELL_PADDING
-    if x < label_end:
-        return 0 if x >= 0 else None
-    column = (x - label_end) // (cell_w + 2 * CELL_PADDING) + 1
-    return column if column <= size else None
-
-
-def group_label(g, state: RunState, width: int, p: Palette) -> Text:
-    """A group's label: its number and task, flagged ``=all`` when every trial got the same
-    reward (it trains nothing) or ``✗err`` when the group failed."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"{g.group:>2} ", style=p.muted)
-    flag = g.all_same(state.trials)
-    failed = g.ok is False
-    room = width - 3 - (5 if flag or failed else 0)
-    text.append(one_line(g.task, max(4, room)), style="bold")
-    if failed:
-        text.append(" ✗err", style=f"bold {p.error}")
-    elif flag:
-        text.append(" =all", style=f"bold {p.warning}")
-    return text
-
-
-def grid_widths(widget_width: int, size: int) -> tuple[int, int]:
-    """(label width, cell width) for a grid ``widget_width`` wide with ``size`` trials a row."""
-    total = max(40, (widget_width or 120) - 4)
-    label = 24 if total >= 100 else 14
-    cell = max(5, min(16, (total - label - 2) // max(1, size) - 2))  # 2: the cell padding
-    return label, cell
+from tbconsole.ui.widgets.trialcells import (
+    CELL_PADDING,
+    cell_text,
+    column_at,
+    grid_widths,
+    group_label,
+    header_text,
+    row_text,
+)
 
 
 class _Row:
@@ -197,7 +77,7 @@ class TrialsGrid(ScrollView, can_focus=True):
     class TrialSelected(Message):
         """Enter (or a click on the cursor's cell) on a trial."""
 
-        def __init__(self, grid: "TrialsGrid", trial: str):
+        def __init__(self, grid: TrialsGrid, trial: str):
             super().__init__()
             self.grid = grid
             self.trial = trial
@@ -270,7 +150,7 @@ class TrialsGrid(ScrollView, can_focus=True):
             visible.append((g, trials))
         layout = (state.step, tuple((g.group, tuple(g.trials)) for g, _ in visible), size, label_w, cell_w,
                   self.filter)
-        title = f"trials · step {state.step + 1}" if state.step is not None else "trials"
+        title = f"trials · step {state.step}" if state.step is not None else "trials"
         if self.filter:
             title += f" · filter: {one_line(self.filter, 30)}"
         self.border_title = title
@@ -278,10 +158,10 @@ class TrialsGrid(ScrollView, can_focus=True):
         if layout != self._layout:
             self._rebuild(state, now, visible, size, label_w, cell_w, p)
             self._layout = layout
-            state.dirty_trials.clear()
+            state.changed_trials.clear()
             return
-        dirty = set(state.dirty_trials)
-        state.dirty_trials.clear()
+        changed = set(state.changed_trials)
+        state.changed_trials.clear()
         for index, (g, trials) in enumerate(visible):
             row = self._rows[index]
             label = group_label(g, state, label_w, p)
@@ -291,7 +171,7 @@ class TrialsGrid(ScrollView, can_focus=True):
                 row.label = label
                 self._changed(index)
             for t in trials:
-                if t is None or not (t.trial in dirty or not t.done):
+                if t is None or not (t.trial in changed or not (t.done or t.cancelled)):
                     continue
                 where = self._where.get(t.trial)
                 if where is None:

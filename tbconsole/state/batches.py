@@ -1,0 +1,287 @@
+"""The reducer's part for batches, groups and trials: what the grid, the captures and the
+rewards panels show. ``tbconsole.state.reducer`` dispatches events here; each handler folds one
+event into the ``RunState`` in place and records what changed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from tbconsole.enums import TrialPhase as Phase
+from tbconsole.events import (
+    BatchEnded,
+    BatchStarted,
+    CaptureLost,
+    GroupEnded,
+    GroupStarted,
+    ProxyRequest,
+    TrialEnded,
+    TrialPhase,
+)
+from tbconsole.state.model import (
+    KEEP_STEPS,
+    MAX_TEXT,
+    TREND_LEN,
+    Counters,
+    GroupState,
+    RunState,
+    StepSummary,
+    TaskStats,
+    TrialState,
+    Turn,
+)
+
+
+def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
+    """At most ``limit`` characters of an event's text (memory stays bounded), saying how many were cut."""
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+def step_summary(state: RunState, step: int) -> StepSummary:
+    """The step's summary, created on first sight; only the newest TREND_LEN steps are kept."""
+    summary = state.steps.get(step)
+    if summary is None:
+        summary = state.steps[step] = StepSummary(step=step)
+        if len(state.steps) > TREND_LEN:
+            for old in sorted(state.steps)[: len(state.steps) - TREND_LEN]:
+                del state.steps[old]
+    return summary
+
+
+def _evict(state: RunState, current: int) -> None:
+    """Drop per-trial detail of steps older than KEEP_STEPS (their summaries stay)."""
+    cutoff = current - KEEP_STEPS + 1
+    for key in [key for key in state.groups if key[0] < cutoff]:
+        del state.groups[key]
+    for t in [t for t, tr in state.trials.items() if tr.step < cutoff]:
+        del state.trials[t]
+        state.changed_trials.discard(t)
+
+
+def cancel_unfinished(state: RunState, trials: Iterable[str], ts: float) -> None:
+    """Trials that will never send trial.ended (their group failed, the run ended): their clocks stop."""
+    for name in trials:
+        t = state.trials.get(name)
+        if t is not None and not t.done and not t.cancelled:
+            t.cancelled = True
+            t.ended = ts
+            state.changed_trials.add(name)
+
+
+def batch_started(state: RunState, e: BatchStarted) -> None:
+    state.step = e.step
+    state.batch_active = True
+    summary = step_summary(state, e.step)
+    summary.started = e.ts
+    summary.ended = None
+    summary.trial_rewards = {}
+    summary.groups = len(e.groups)
+    for key in [k for k in state.groups if k[0] == e.step]:  # a retried batch starts afresh
+        for t in state.groups[key].trials:
+            state.trials.pop(t, None)
+        del state.groups[key]
+    for spec in e.groups:
+        try:
+            gi = int(spec.get("group", 0))
+        except (TypeError, ValueError):
+            continue
+        state.groups[(e.step, gi)] = GroupState(step=e.step, group=gi, task=str(spec.get("task", "?")))
+    _evict(state, e.step)
+    state.mark_changed("trials", "captures", "rewards", "header")
+    add_log(state, e.ts, "info", f"step {e.step}: batch of {len(e.groups)} groups started")
+
+
+def batch_ended(state: RunState, e: BatchEnded) -> None:
+    if e.step == state.step:
+        state.batch_active = False
+    step_summary(state, e.step).batch_ended = e.ts
+    state.mark_changed("header", "rewards")
+
+
+def _group(state: RunState, step: int, gi: int, task: str | None = None) -> GroupState:
+    g = state.groups.get((step, gi))
+    if g is None:
+        g = state.groups[(step, gi)] = GroupState(step=step, group=gi, task=task or "?")
+        if state.step is None or step > state.step:
+            state.step = step
+            state.batch_active = True
+    elif task and g.task == "?":
+        g.task = task
+    return g
+
+
+def _trial(state: RunState, step: int, gi: int, trial: str, task: str | None = None) -> TrialState | None:
+    """The trial's state, created on first sight; None for a trial of a retried group's earlier
+    attempt (its late events are ignored)."""
+    t = state.trials.get(trial)
+    if t is None:
+        g = _group(state, step, gi, task)
+        if trial in g.retired:
+            return None
+        if trial not in g.trials:
+            g.trials.append(trial)
+        t = state.trials[trial] = TrialState(trial=trial, step=step, group=gi, index=g.trials.index(trial),
+                                             task=task or g.task)
+    return t
+
+
+def group_started(state: RunState, e: GroupStarted) -> None:
+    g = _group(state, e.step, e.group, e.task)
+    g.task = e.task
+    g.proxy_url = e.proxy_url
+    g.ended = None
+    g.rewards = None
+    g.ok = None
+    g.error = None
+    retry = g.started is not None
+    g.started = e.ts
+    g.counters = Counters()
+    summary = step_summary(state, e.step)
+    if summary.started is None:  # a runner that sends no BatchStarted: the step starts with its first group
+        summary.started = e.ts
+    if retry:  # a retried group: its old trials, their rewards and counts are replaced
+        for old in g.trials:
+            if old not in e.trials:
+                g.retired.add(old)
+            _forget_trial(state, summary, old)
+    g.trials = list(e.trials)
+    for i, name in enumerate(e.trials):
+        t = state.trials.get(name)
+        if t is None or t.step != e.step or t.group != e.group:
+            t = TrialState(trial=name, step=e.step, group=e.group, index=i, task=e.task)
+            state.trials[name] = t
+        t.index = i
+        t.phase_since = t.phase_since or e.ts
+        state.changed_trials.add(name)
+    state.mark_changed("trials", "captures")
+
+
+def _forget_trial(state: RunState, summary: StepSummary, trial: str) -> None:
+    old = state.trials.pop(trial, None)
+    entry = summary.trial_rewards.pop(trial, None)
+    if old is None or not old.done:
+        return
+    stats = state.task_stats.get(old.task)
+    if stats is not None:
+        stats.trials -= 1
+        if entry is not None:
+            stats.scored -= 1
+            stats.reward_sum -= entry[1]
+            stats.solved -= 1 if entry[1] >= 1.0 else 0
+
+
+def group_ended(state: RunState, e: GroupEnded) -> None:
+    g = _group(state, e.step, e.group)
+    g.ended = e.ts
+    g.rewards = list(e.rewards)
+    g.ok = e.ok
+    g.error = clip(e.error, 2000)
+    if not e.ok:  # the runner cancelled the group's other trials
+        cancel_unfinished(state, g.trials, e.ts)
+    state.mark_changed("trials", "rewards")
+
+
+def trial_phase(state: RunState, e: TrialPhase) -> None:
+    t = _trial(state, e.step, e.group, e.trial, e.task)
+    if t is None:
+        return
+    if e.task:
+        t.task = e.task
+    if e.trial_dir:
+        t.trial_dir = e.trial_dir
+    t.phase = e.phase
+    t.phase_since = e.ts
+    if t.started is None and e.phase != Phase.QUEUED:
+        t.started = e.ts
+    if e.phase == Phase.DONE and t.ended is None:
+        t.ended = e.ts
+    state.changed_trials.add(e.trial)
+    state.mark_changed("trials")
+
+
+def trial_ended(state: RunState, e: TrialEnded) -> None:
+    t = _trial(state, e.step, e.group, e.trial)
+    if t is None:
+        return
+    t.outcome = e.outcome
+    t.cancelled = False
+    t.scored = e.scored
+    t.reward = e.reward
+    t.turns = e.turns
+    t.output_tokens = e.output_tokens
+    t.trial_dir = e.trial_dir or t.trial_dir
+    t.timings = dict(e.timings or {})
+    t.exception_type = e.exception_type
+    t.exception_message = clip(e.exception_message, 4000)
+    t.phase = Phase.DONE
+    t.ended = e.ts
+    if t.started is None:
+        t.started = e.ts - sum(v for v in t.timings.values() if isinstance(v, (int, float))) if t.timings else e.ts
+    t.phase_since = t.phase_since or e.ts
+    stats = state.task_stats.get(t.task)
+    if stats is None:
+        stats = state.task_stats[t.task] = TaskStats(task=t.task)
+    stats.trials += 1
+    if e.scored and e.reward is not None and math.isfinite(e.reward):
+        summary = step_summary(state, e.step)
+        summary.trial_rewards[e.trial] = (t.task, float(e.reward))
+        stats.scored += 1
+        stats.reward_sum += e.reward
+        if e.reward >= 1.0:
+            stats.solved += 1
+        rewards = [r for task, r in summary.trial_rewards.values() if task == t.task]
+        stats.last_mean = sum(rewards) / len(rewards)
+        stats.last_step = e.step
+    state.changed_trials.add(e.trial)
+    state.mark_changed("trials", "rewards")
+
+
+def proxy_request(state: RunState, e: ProxyRequest) -> None:
+    t = _trial(state, e.step, e.group, e.trial)
+    if t is None:
+        state.totals.add_request(e)
+        return
+    g = _group(state, e.step, e.group)
+    for c in (t.counters, g.counters, state.totals):
+        c.add_request(e)
+    t.transcript.append(Turn(
+        index=t.counters.requests - 1, turn=e.turn, ts=e.ts, captured=e.captured, status=e.status,
+        prompt_tokens=e.prompt_tokens, output_tokens=e.output_tokens, stop_reason=e.stop_reason,
+        sample_ms=e.sample_ms, total_ms=e.total_ms, error=clip(e.error, 2000),
+        output_text=clip(e.output_text), messages=_clip_messages(e.messages),
+    ))
+    state.changed_trials.add(e.trial)
+    state.mark_changed("captures", "trials")
+
+
+def _clip_messages(messages: Any) -> list[dict[str, Any]] | None:
+    if not messages or not isinstance(messages, list):
+        return None
+    out = []
+    for m in messages[-20:]:
+        if isinstance(m, dict):
+            out.append({"role": str(m.get("role", "?"))[:40], "content": clip(str(m.get("content", "")))})
+    return out
+
+
+def capture_lost(state: RunState, e: CaptureLost) -> None:
+    t = _trial(state, e.step, e.group, e.trial)
+    if t is None:
+        state.totals.lost += 1
+        return
+    g = _group(state, e.step, e.group)
+    for c in (t.counters, g.counters, state.totals):
+        c.lost += 1
+    t.lost = clip(e.error, 1000)
+    state.changed_trials.add(e.trial)
+    state.mark_changed("captures", "trials")
+    add_log(state, e.ts, "error", f"capture lost: trial {e.trial}: {e.error}")
+
+
+def add_log(state: RunState, ts: float, level: str, message: str) -> None:
+    state.logs.append((ts, str(level), clip(message, 2000) or ""))
+    state.mark_changed("log")

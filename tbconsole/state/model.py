@@ -1,0 +1,384 @@
+"""What the console knows about a run: plain dataclasses, filled by ``tbconsole.state.reducer``.
+
+No Textual, no I/O, no wall clock: anything time-dependent (elapsed, ETA, a trial's time in its
+phase) is a function of ``now`` that the caller passes in. Memory is bounded: per-trial detail
+is kept for the last ``KEEP_STEPS`` steps, trends and logs are ring buffers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from tbconsole.enums import ControlState, TrialPhase
+from tbconsole.events import CheckpointSaved, DecisionMade, ErrorRaised, ProxyRequest
+
+KEEP_STEPS = 3  # steps whose trials (and their turn lists) stay in memory
+MAX_TURNS = 400  # turns kept per trial (the oldest are dropped; counts stay exact)
+MAX_TEXT = 8000  # characters of any one text kept from an event
+TREND_LEN = 500  # points kept per metric / reward trend
+LATENCY_LEN = 60  # gateway probes kept for the sparkline
+LOG_LEN = 300
+
+# The main screen's panels, by the names the reducer records in ``RunState.changed_panels``.
+PANELS = ("header", "gateway", "trials", "captures", "rewards", "metrics", "log", "decision")
+
+
+@dataclass
+class Counters:
+    """Capture counters (per trial, per group, totals)."""
+
+    requests: int = 0
+    captured: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    rejected: int = 0
+    lost: int = 0
+
+    def add_request(self, event: ProxyRequest) -> None:
+        self.requests += 1
+        if event.captured:
+            self.captured += 1
+            self.prompt_tokens += event.prompt_tokens
+            self.output_tokens += event.output_tokens
+        else:
+            self.rejected += 1
+
+    def add(self, other: Counters) -> None:
+        self.requests += other.requests
+        self.captured += other.captured
+        self.prompt_tokens += other.prompt_tokens
+        self.output_tokens += other.output_tokens
+        self.rejected += other.rejected
+        self.lost += other.lost
+
+
+@dataclass
+class Turn:
+    """One model call of a trial, as the proxy reported it."""
+
+    index: int  # order of arrival within the trial
+    turn: int | None  # the proxy's captured-turn index (None when not captured)
+    ts: float
+    captured: bool
+    status: int
+    prompt_tokens: int
+    output_tokens: int
+    stop_reason: str | None
+    sample_ms: float | None
+    total_ms: float | None
+    error: str | None
+    output_text: str | None = None
+    messages: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class TrialState:
+    trial: str
+    step: int
+    group: int
+    index: int  # position in its group
+    task: str
+    phase: str = TrialPhase.QUEUED
+    phase_since: float | None = None
+    started: float | None = None
+    ended: float | None = None
+    trial_dir: str | None = None
+    outcome: str | None = None  # a TrialOutcome value, once trial.ended arrived
+    scored: bool | None = None
+    reward: float | None = None
+    turns: int = 0
+    output_tokens: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    exception_type: str | None = None
+    exception_message: str | None = None
+    counters: Counters = field(default_factory=Counters)
+    transcript: deque[Turn] = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
+    lost: str | None = None  # why a capture was lost
+    # Stopped before it ended: its group failed (a sibling's failure, the gateway going down) or
+    # the run ended. The runner sends no trial.ended for such a trial: it has no outcome.
+    cancelled: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def failed(self) -> bool:
+        """Nothing of it is trained on: it ended unscored (an AgentError outcome) or was cancelled."""
+        return self.cancelled or (self.done and not self.scored)
+
+    @property
+    def live_turns(self) -> int:
+        """Turns so far: the final count when ended, else the proxy's requests seen."""
+        return self.turns if self.done else self.counters.requests
+
+    @property
+    def live_tokens(self) -> int:
+        return self.output_tokens if self.done else self.counters.output_tokens
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        return max(0.0, (self.ended if self.ended is not None else now) - self.started)
+
+    def phase_elapsed(self, now: float) -> float | None:
+        if self.phase_since is None:
+            return None
+        return max(0.0, (self.ended if self.ended is not None else now) - self.phase_since)
+
+
+@dataclass
+class GroupState:
+    step: int
+    group: int
+    task: str
+    trials: list[str] = field(default_factory=list)
+    proxy_url: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    rewards: list[float | None] | None = None
+    ok: bool | None = None
+    error: str | None = None
+    counters: Counters = field(default_factory=Counters)
+    retired: set[str] = field(default_factory=set)  # trials of an earlier attempt (retry)
+
+    def trial_rewards(self, trials: dict[str, TrialState]) -> list[float | None]:
+        if self.rewards is not None:
+            return list(self.rewards)
+        return [trials[t].reward if t in trials else None for t in self.trials]
+
+    def all_same(self, trials: dict[str, TrialState]) -> bool:
+        """Every trial finished, scored, with one and the same reward: the group trains nothing."""
+        if len(self.trials) < 2 and not (self.rewards and len(self.rewards) >= 2):
+            return False
+        if self.rewards is None and not all(t in trials and trials[t].done for t in self.trials):
+            return False
+        rewards = self.trial_rewards(trials)
+        if len(rewards) < 2 or any(r is None for r in rewards):
+            return False
+        known = [r for r in rewards if r is not None]
+        return max(known) - min(known) < 1e-12
+
+
+@dataclass
+class StepSummary:
+    step: int
+    started: float | None = None
+    ended: float | None = None  # metrics arrived (trained)
+    batch_ended: float | None = None
+    trial_rewards: dict[str, tuple[str, float]] = field(default_factory=dict)  # trial -> (task, reward)
+    groups: int = 0
+
+    @property
+    def rewards(self) -> list[float]:
+        return [r for _, r in self.trial_rewards.values()]
+
+    @property
+    def mean(self) -> float | None:
+        rewards = self.rewards
+        return sum(rewards) / len(rewards) if rewards else None
+
+    @property
+    def std(self) -> float | None:
+        rewards = self.rewards
+        if not rewards:
+            return None
+        m = sum(rewards) / len(rewards)
+        return math.sqrt(sum((r - m) ** 2 for r in rewards) / len(rewards))
+
+    @property
+    def duration(self) -> float | None:
+        end = self.ended if self.ended is not None else self.batch_ended
+        if self.started is None or end is None:
+            return None
+        return max(0.0, end - self.started)
+
+
+@dataclass
+class TaskStats:
+    task: str
+    trials: int = 0
+    scored: int = 0
+    reward_sum: float = 0.0
+    solved: int = 0  # reward >= 1
+    last_mean: float | None = None
+    last_step: int | None = None
+
+    @property
+    def mean(self) -> float | None:
+        return self.reward_sum / self.scored if self.scored else None
+
+
+@dataclass
+class GatewayState:
+    base_url: str | None = None
+    ok: bool | None = None  # the last probe's answer (None: no probe yet)
+    latency_ms: float | None = None
+    error: str | None = None
+    last_error: str | None = None
+    last_error_ts: float | None = None
+    sampler_path: str | None = None
+    checked: float | None = None  # when the last probe answered
+    probes: int = 0  # health probes sent (gateway.health events)
+    failures: int = 0  # probes that failed
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_LEN))
+
+
+@dataclass
+class RunState:
+    run_id: str | None = None
+    log_path: str | None = None
+    model_name: str | None = None
+    base_url: str | None = None
+    renderer_name: str | None = None
+    total_steps: int = 0
+    start_step: int = 0
+    groups_per_batch: int = 0
+    group_size: int = 0
+    tasks: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    heldout_every: int = 0  # the held-out evaluation runs before every Nth batch and after the last (0: never)
+
+    started: float | None = None  # RunStarted ts (of the latest start, when a run was resumed)
+    last_ts: float | None = None  # newest event ts
+    ended: float | None = None
+    end_status: str | None = None  # a RunStatus value
+    end_message: str | None = None
+
+    control: str = ControlState.WAITING  # a ControlState, or the RunStatus it finished with
+
+    step: int | None = None  # the current (or last) batch's step
+    batch_active: bool = False
+    completed_steps: int = 0  # steps trained (StepMetrics seen)
+    last_completed: int | None = None
+    last_evaluation_only: int | None = None  # step of the newest evaluation-only metrics row
+
+    gateway: GatewayState = field(default_factory=GatewayState)
+    groups: dict[tuple[int, int], GroupState] = field(default_factory=dict)
+    trials: dict[str, TrialState] = field(default_factory=dict)
+    totals: Counters = field(default_factory=Counters)
+    steps: dict[int, StepSummary] = field(default_factory=dict)
+    task_stats: dict[str, TaskStats] = field(default_factory=dict)
+    metrics_latest: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, deque[tuple[int, float]]] = field(default_factory=dict)  # key -> (step, value)
+    checkpoints: list[CheckpointSaved] = field(default_factory=list)
+    pending_decision: ErrorRaised | None = None
+    decisions: list[DecisionMade] = field(default_factory=list)
+    logs: deque[tuple[float, str, str]] = field(default_factory=lambda: deque(maxlen=LOG_LEN))  # (ts, level, text)
+
+    events: int = 0
+    # What the events folded since the UI last drew: panel names (PANELS) and trial ids.
+    changed_panels: set[str] = field(default_factory=set)
+    changed_trials: set[str] = field(default_factory=set)
+
+    def mark_changed(self, *panels: str) -> None:
+        self.changed_panels.update(panels)
+
+    # -- derived views -------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        return self.end_status is not None
+
+    @property
+    def status(self) -> str:
+        """What the header shows: the control state, or how the run ended."""
+        if self.end_status is not None:
+            return self.end_status
+        return self.control
+
+    @property
+    def trained_steps(self) -> int:
+        """How many steps are trained: steps count from 0, so also the step that samples next."""
+        return self.last_completed + 1 if self.last_completed is not None else self.start_step
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        end = self.ended if self.ended is not None else now
+        return max(0.0, end - self.started)
+
+    def step_durations(self) -> list[float]:
+        return [s.duration for s in sorted(self.steps.values(), key=lambda s: s.step)
+                if s.ended is not None and s.duration is not None]
+
+    def eta(self, now: float) -> float | None:
+        """Seconds to the last step: mean of the last five trained steps' durations times the
+        steps left, less the time already spent on the current one. None once every step is
+        trained (what is left, a final evaluation, has no known length)."""
+        if self.finished or not self.total_steps:
+            return None
+        durations = self.step_durations()[-5:]
+        remaining = self.total_steps - self.trained_steps
+        if not durations or remaining <= 0:
+            return None
+        per_step = sum(durations) / len(durations)
+        spent = 0.0
+        current = self.steps.get(self.step) if self.step is not None else None
+        if current is not None and current.ended is None and current.started is not None:
+            spent = min(per_step, max(0.0, now - current.started))
+        return max(0.0, remaining * per_step - spent)
+
+    def heldout_running_since(self) -> float | None:
+        """When the held-out evaluation running now began; None when none is running.
+
+        No event marks it (its trials publish none): the runner evaluates before every
+        ``heldout_every``-th batch samples and once more after the last batch is trained, and
+        its results arrive later as metrics. So it runs while the run stands at such a point:
+        between batches, the next one not started, not held by a pause or a decision."""
+        if not self.heldout_every or self.finished or self.started is None or self.batch_active:
+            return None
+        if self.control in (ControlState.PAUSED, ControlState.AWAITING_DECISION, ControlState.ABORTING):
+            return None
+        upcoming = self.trained_steps
+        if self.step is not None and self.step >= upcoming:
+            return None  # that batch has started: its evaluation is over
+        if upcoming >= self.total_steps:  # the final weights: only after a run that trained something
+            if self.start_step >= self.total_steps or self.last_evaluation_only == upcoming:
+                return None
+        elif upcoming % self.heldout_every:
+            return None
+        previous = self.steps.get(upcoming - 1)
+        if previous is not None and previous.ended is not None:
+            return max(self.started, previous.ended)
+        return self.started
+
+    def batch_groups(self, step: int | None = None) -> list[GroupState]:
+        step = self.step if step is None else step
+        if step is None:
+            return []
+        return sorted((g for (s, _), g in self.groups.items() if s == step), key=lambda g: g.group)
+
+    def batch_counters(self, step: int | None = None) -> Counters:
+        out = Counters()
+        for g in self.batch_groups(step):
+            out.add(g.counters)
+        return out
+
+    def histogram_rewards(self) -> tuple[int | None, list[float]]:
+        """The rewards to histogram: the newest step that has any."""
+        for step in sorted(self.steps, reverse=True):
+            rewards = self.steps[step].rewards
+            if rewards:
+                return step, rewards
+        return None, []
+
+    def reward_trend(self) -> list[tuple[int, float, float]]:
+        """(step, mean, std) for every step with rewards, in order."""
+        out = []
+        for step in sorted(self.steps):
+            s = self.steps[step]
+            if s.mean is not None and s.std is not None:
+                out.append((step, s.mean, s.std))
+        return out[-TREND_LEN:]
+
+    def metric(self, candidates: tuple[str, ...]) -> tuple[str | None, float | None, list[float]]:
+        """(key used, latest value, trend) for the first candidate key seen."""
+        for key in candidates:
+            if key in self.metrics_latest:
+                return key, self.metrics_latest[key], [v for _, v in self.metrics.get(key, ())]
+        return None, None, []
+

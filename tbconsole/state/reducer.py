@@ -1,0 +1,222 @@
+"""The reducer: ``reduce(state, event)`` folds one ``tbconsole.events`` event into a ``RunState``.
+
+It returns the same object, updated in place: a flood of events must not copy the world each
+time. Live, attach and replay all build their view with it. Run-level events are folded here;
+batches, groups and trials in ``tbconsole.state.batches``. Which panels an event touched goes
+to ``state.changed_panels`` (which trials to ``state.changed_trials``) so the UI redraws only
+those, at its own pace.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tbconsole.enums import ControlState, RunStatus
+from tbconsole.events import (
+    BatchEnded,
+    BatchStarted,
+    CaptureLost,
+    CheckpointSaved,
+    ControlChanged,
+    DecisionMade,
+    ErrorRaised,
+    Event,
+    GatewayHealth,
+    GroupEnded,
+    GroupStarted,
+    LogLine,
+    ProxyRequest,
+    RunEnded,
+    RunStarted,
+    StepMetrics,
+    TrialEnded,
+    TrialPhase,
+)
+from tbconsole.state.batches import (
+    add_log,
+    batch_ended,
+    batch_started,
+    cancel_unfinished,
+    capture_lost,
+    clip,
+    group_ended,
+    group_started,
+    proxy_request,
+    step_summary,
+    trial_ended,
+    trial_phase,
+)
+from tbconsole.state.model import PANELS, TREND_LEN, RunState
+
+
+def reduce(state: RunState, event: Event) -> RunState:
+    """Fold one event into the state (in place) and return it."""
+    handler = _HANDLERS.get(type(event))
+    state.events += 1
+    if event.ts is not None and (state.last_ts is None or event.ts > state.last_ts):
+        state.last_ts = event.ts
+    if handler is not None:
+        handler(state, event)
+    state.mark_changed("header")
+    return state
+
+
+def reduce_all(events: Iterable[Event], state: RunState | None = None) -> RunState:
+    state = state if state is not None else RunState()
+    for event in events:
+        reduce(state, event)
+    return state
+
+
+def _run_started(state: RunState, e: RunStarted) -> None:
+    # A second start is the run resumed into the same folder: its trends, per-task stats and log
+    # go on. Trials of the earlier start that never ended (a crash) are cancelled.
+    cancel_unfinished(state, list(state.trials), e.ts)
+    state.run_id = e.run_id
+    state.log_path = e.log_path
+    state.model_name = e.model_name
+    state.base_url = e.base_url
+    state.renderer_name = e.renderer_name
+    state.total_steps = e.total_steps
+    state.start_step = e.start_step
+    state.groups_per_batch = e.groups_per_batch
+    state.group_size = e.group_size
+    state.tasks = list(e.tasks)
+    state.config = dict(e.config)
+    state.heldout_every = _heldout_every(e.config)
+    state.started = e.ts
+    state.ended = None
+    state.end_status = None
+    state.end_message = None
+    state.batch_active = False
+    state.pending_decision = None
+    if state.control in (ControlState.WAITING, RunStatus.DONE, RunStatus.FAILED):
+        state.control = ControlState.RUNNING
+    if state.gateway.base_url is None:
+        state.gateway.base_url = e.base_url
+    state.mark_changed(*PANELS)
+
+
+def _heldout_every(config: dict[str, Any]) -> int:
+    """``config.eval_every`` when the run has held-out tasks (``harbor.eval_tasks_dir``), else 0."""
+    recipe, harbor = config.get("config"), config.get("harbor")
+    if not isinstance(recipe, dict) or not isinstance(harbor, dict) or not harbor.get("eval_tasks_dir"):
+        return 0
+    every = recipe.get("eval_every")
+    return every if isinstance(every, int) and every > 0 else 0
+
+
+def _run_ended(state: RunState, e: RunEnded) -> None:
+    state.ended = e.ts
+    state.end_status = e.status
+    state.end_message = clip(e.message, 2000)
+    state.batch_active = False
+    state.pending_decision = None
+    cancel_unfinished(state, list(state.trials), e.ts)
+    state.mark_changed("header", "decision", "trials", "gateway")
+    add_log(state, e.ts, "info" if e.status in (RunStatus.DONE, RunStatus.STOPPED) else "error",
+            f"run {e.status} at step {e.step}" + (f": {e.message}" if e.message else ""))
+
+
+def _control(state: RunState, e: ControlChanged) -> None:
+    state.control = e.state
+    if state.pending_decision is not None and e.state in (
+            ControlState.ABORTING, ControlState.RUNNING, ControlState.STOPPING, RunStatus.DONE, RunStatus.FAILED):
+        state.pending_decision = None
+        state.mark_changed("decision")
+    state.mark_changed("header")
+    add_log(state, e.ts, "info", f"control: {e.state}" + (f" ({e.reason})" if e.reason else ""))
+
+
+def _gateway(state: RunState, e: GatewayHealth) -> None:
+    g = state.gateway
+    g.base_url = e.base_url
+    g.ok = e.ok
+    g.latency_ms = e.latency_ms
+    g.error = clip(e.error, 1000)
+    g.checked = e.ts
+    g.probes += 1
+    if e.sampler_path:
+        g.sampler_path = e.sampler_path
+    if not e.ok:
+        g.failures += 1
+        g.last_error = clip(e.error or "probe failed", 1000)
+        g.last_error_ts = e.ts
+    g.latencies.append(e.latency_ms if e.latency_ms is not None else 0.0)
+    state.mark_changed("gateway")
+
+
+def _step_metrics(state: RunState, e: StepMetrics) -> None:
+    for key, value in (e.metrics or {}).items():
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            continue
+        state.metrics_latest[key] = v
+        trend = state.metrics.get(key)
+        if trend is None:
+            trend = state.metrics[key] = deque(maxlen=TREND_LEN)
+        if trend and trend[-1][0] == e.step:
+            trend[-1] = (e.step, v)
+        else:
+            trend.append((e.step, v))
+    if e.evaluation_only:
+        state.last_evaluation_only = e.step
+        state.mark_changed("metrics", "header")
+        return
+    summary = step_summary(state, e.step)
+    summary.ended = e.ts
+    if e.step == state.step:  # trained: a runner that sends no batch.ended has no other sign of it
+        state.batch_active = False
+    if state.last_completed is None or e.step > state.last_completed:
+        state.last_completed = e.step
+    state.completed_steps = len([s for s in state.steps.values() if s.ended is not None])
+    state.mark_changed("metrics", "header", "rewards")
+
+
+def _checkpoint(state: RunState, e: CheckpointSaved) -> None:
+    state.checkpoints.append(e)
+    del state.checkpoints[:-20]
+    add_log(state, e.ts, "info", f"checkpoint {e.name} saved at step {e.step}")
+
+
+def _error(state: RunState, e: ErrorRaised) -> None:
+    if e.decision_needed:
+        state.pending_decision = e
+        state.mark_changed("decision")
+    add_log(state, e.ts, "error", f"{e.exception_type}: {e.message}")
+
+
+def _decision(state: RunState, e: DecisionMade) -> None:
+    state.decisions.append(e)
+    del state.decisions[:-50]
+    state.pending_decision = None
+    state.mark_changed("decision", "header")
+    add_log(state, e.ts, "info", f"decision: {e.decision} (by {e.by})")
+
+
+def _log_line(state: RunState, e: LogLine) -> None:
+    add_log(state, e.ts, e.level, e.message)
+
+
+_HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
+    RunStarted: _run_started,
+    RunEnded: _run_ended,
+    ControlChanged: _control,
+    GatewayHealth: _gateway,
+    BatchStarted: batch_started,
+    BatchEnded: batch_ended,
+    GroupStarted: group_started,
+    GroupEnded: group_ended,
+    TrialPhase: trial_phase,
+    TrialEnded: trial_ended,
+    ProxyRequest: proxy_request,
+    CaptureLost: capture_lost,
+    StepMetrics: _step_metrics,
+    CheckpointSaved: _checkpoint,
+    ErrorRaised: _error,
+    DecisionMade: _decision,
+    LogLine: _log_line,
+}

@@ -1,0 +1,46 @@
+"""The trials grid's `/` filter: which trials a line of words matches."""
+
+from __future__ import annotations
+
+from tbconsole.enums import TrialOutcome
+from tbconsole.state import TrialState
+
+FAIL_WORDS = ("fail", "failed")
+ERROR_WORDS = ("error", "errors")
+OK_WORDS = ("ok", "solved")
+
+
+def did_not_submit(trial: TrialState) -> bool:
+    """Ended any other way than a submission (a limit or an error), or cancelled with its group."""
+    return trial.cancelled or (trial.done and trial.outcome != TrialOutcome.SUBMITTED)
+
+
+def trial_matches(trial: TrialState, query: str) -> bool:
+    """Every word must match: the task, the outcome, the phase, the trial id or the exception
+    (substrings), or one of ``ok``/``solved`` (reward ≥ 1), ``fail``/``failed`` (no submission:
+    a limit, an error or cancelled), ``error``/``errors`` (not scored: an error outcome or cancelled
+    with its group), ``cancelled``, ``reward=1``."""
+    words = query.lower().split()
+    if not words:
+        return True
+    hay = " ".join(filter(None, (trial.task, trial.outcome, trial.phase, trial.trial, trial.exception_type,
+                                  "cancelled" if trial.cancelled else None))).lower()
+    for word in words:
+        if word.startswith("reward="):
+            try:
+                if trial.reward is None or abs(trial.reward - float(word[7:])) > 1e-9:
+                    return False
+            except ValueError:
+                return False
+        elif word in FAIL_WORDS:
+            if not did_not_submit(trial):
+                return False
+        elif word in ERROR_WORDS:
+            if not trial.failed:
+                return False
+        elif word in OK_WORDS:
+            if not (trial.reward is not None and trial.reward >= 1.0):
+                return False
+        elif word not in hay:
+            return False
+    return True

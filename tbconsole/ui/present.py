@@ -1,0 +1,165 @@
+"""How the console words a run's state: labels, number formats, the header's step and progress,
+and the help text behind every metric and counter (tooltips and the `?` screen read it here).
+
+Steps count from 0 everywhere (log lines, metrics, checkpoints, folders, the header): a count of
+steps is written as one ("3/20 trained"), never as a step number.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tbconsole.enums import ControlState, RunStatus, TrialPhase
+from tbconsole.state import RunState
+
+PHASE_LABELS: dict[str, str] = {
+    TrialPhase.QUEUED: "queued",
+    TrialPhase.ENVIRONMENT: "env",
+    TrialPhase.AGENT_SETUP: "setup",
+    TrialPhase.AGENT: "agent",
+    TrialPhase.VERIFYING: "verify",
+    TrialPhase.DONE: "done",
+}
+
+STATUS_LABELS: dict[str, str] = {
+    ControlState.RUNNING: "running",
+    ControlState.PAUSING: "pausing after batch",
+    ControlState.PAUSED: "paused",
+    ControlState.STOPPING: "stopping",
+    ControlState.ABORTING: "aborting",
+    ControlState.AWAITING_DECISION: "awaiting decision",
+    ControlState.WAITING: "waiting for run",
+    RunStatus.DONE: "done",
+    RunStatus.FAILED: "failed",
+    RunStatus.STOPPED: "stopped",
+    RunStatus.ABORTED: "aborted",
+}
+
+
+class MetricRow(NamedTuple):
+    label: str
+    keys: tuple[str, ...]  # metric keys in order of preference: the cookbook's names (metrics.jsonl) first
+    help: str
+    optional: bool = False  # shown only once a run reports it
+
+
+METRIC_ROWS: tuple[MetricRow, ...] = (
+    MetricRow("KL v1", ("optim/kl_sample_train_v1",),
+              "optim/kl_sample_train_v1: KL between the sampler's and the trainer's log-probs of the sampled "
+              "tokens, first-order estimate v1 (mean of sampler minus trainer log-prob). Near 0: both see the "
+              "same policy; growing: the samples are off-policy or the two disagree."),
+    MetricRow("KL v2", ("optim/kl_sample_train_v2",),
+              "optim/kl_sample_train_v2: the same sampler-vs-trainer KL, second-order estimate v2 (half the mean "
+              "squared log-prob difference; never negative)."),
+    MetricRow("entropy", ("optim/entropy",),
+              "optim/entropy: the sampling policy's entropy, estimated on the sampled tokens (minus their mean "
+              "log-prob). Falling fast: the policy is collapsing onto few answers."),
+    MetricRow("loss", ("loss:sum", "loss:mean", "optim/loss", "train/loss", "loss"),
+              "loss:sum: the training loss of the step's update (config.loss_fn, summed over tokens). Shown only "
+              "when the run logs it.", optional=True),
+    MetricRow("grad norm", ("grad_norm:mean", "optim/grad_norm", "grad_norm"),
+              "grad_norm:mean: norm of the gradient of the step's update, before clipping."),
+    MetricRow("lr", ("optim/lr",), "optim/lr: the learning rate used for the step."),
+    MetricRow("tokens", ("env/all/total_ac_tokens", "env/all/ac_tokens_per_turn"),
+              "env/all/total_ac_tokens: action (sampled output) tokens the step trained on, all trials."),
+    MetricRow("step time", ("time/total", "time/step", "time/train"),
+              "time/total: wall-clock seconds of the whole step: sampling the batch (the trials) and training."),
+    MetricRow("KL ref", ("kl_policy_base",),
+              "kl_policy_base: KL between the policy and the reference (base) model: how far training has "
+              "drifted from it. Reported when config.kl_penalty_coef > 0.", optional=True),
+    MetricRow("held-out", ("eval/heldout/reward",),
+              "eval/heldout/reward: mean reward of the current weights on the held-out tasks "
+              "(harbor.eval_tasks_dir), never trained on; scored every config.eval_every steps and after the "
+              "last.", optional=True),
+)
+
+GATEWAY_HELP = {
+    "status": "The gateway's last health probe (GET /api/v1/healthz, every few seconds during the run) and how "
+              "long ago it answered. After the run ended nobody probes it.",
+    "probes": "Health probes sent during the run, how many of them failed, the last one's round-trip time and "
+              "a sparkline of the last 60 (a failed probe: 0). Two failures in a row (four timeouts) mark the "
+              "gateway down, which cancels the groups in flight.",
+    "url": "The gateway's base URL (config.base_url).",
+    "model": "The base model being trained.",
+    "sampler": "The weights the capture proxy samples from: a saved sampler checkpoint, or the weights after "
+               "N updates (the batch of step N samples the weights after N updates).",
+    "error": "The last failed probe's error, and how long ago.",
+}
+
+CAPTURE_HELP = {
+    "req": "Model calls the agents made through the capture proxy.",
+    "capt": "Calls captured as training samples (tokens and log-probs written to the capture folder).",
+    "prompt": "Prompt tokens of the captured calls.",
+    "out": "Output (sampled) tokens of the captured calls: what is trained on.",
+    "rej": "Calls the proxy refused (invalid request, prompt over the context window): not trained on.",
+    "lost": "Sampled turns that could not be written: the trial fails (it cannot be trained on).",
+    "batch / run": "Totals of the current batch's groups / of the whole run.",
+}
+
+HEADER_HELP = {
+    "step": "The step being sampled or trained, counted from 0 as in the log, metrics, checkpoints and folders; "
+            "then how many of the run's steps are trained.",
+    "held-out evaluation": "The current weights are being scored on the held-out tasks (before every "
+                           "config.eval_every-th step, and after the last); its trials are not in the grid.",
+    "ETA": "Time to the last step: the mean of the last five trained steps times the steps left.",
+}
+
+# Everything the `?` screen explains besides keys and cells: (title, [(name, text)]).
+HELP_TABLES: tuple[tuple[str, list[tuple[str, str]]], ...] = (
+    ("header", list(HEADER_HELP.items())),
+    ("PPO metrics", [(row.label, row.help) for row in METRIC_ROWS]),
+    ("gateway", list(GATEWAY_HELP.items())),
+    ("captures", list(CAPTURE_HELP.items())),
+)
+
+
+def status_label(state: RunState) -> str:
+    return STATUS_LABELS.get(state.status, state.status)
+
+
+def progress_text(state: RunState, now: float) -> str:
+    """The header's place in the run: ``step 3 · 3/20 trained`` (the step in flight, then the
+    steps trained so far), or ``held-out evaluation 42s · 20/20 trained`` while it runs."""
+    trained = f"{state.trained_steps}/{state.total_steps or '?'} trained"
+    since = state.heldout_running_since()
+    if since is not None:
+        return f"held-out evaluation {format_duration(now - since)} · {trained}"
+    return f"step {'–' if state.step is None else state.step} · {trained}"
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, s = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{s:02d}s"
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m"
+
+
+def format_count(n: float | None) -> str:
+    if n is None:
+        return "–"
+    n = float(n)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(int(n)) if n == int(n) else f"{n:.2f}"
+
+
+def format_value(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e4:
+        return format_count(v)
+    if a < 1e-3:
+        return f"{v:.2e}"
+    if a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.4g}"

@@ -1,0 +1,148 @@
+"""What the trials grid draws, as pure functions of the state (unit-tested without a widget): a
+trial's cell, a group's label, a whole fixed-width line, the column under a click."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+
+from tbconsole.enums import TrialOutcome, TrialPhase
+from tbconsole.state import GroupState, RunState, TrialState
+from tbconsole.ui.present import PHASE_LABELS, format_count
+from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.widgets.base import Palette
+
+CELL_PADDING = 1  # blank columns on each side of every cell, as DataTable drew them
+LIMIT_MARKS: dict[str, str] = {  # a scored trial that hit a limit: the letter after its reward
+    TrialOutcome.TIME_LIMIT: "T",
+    TrialOutcome.SEQUENCE_LIMIT: "L",
+    TrialOutcome.OUTPUT_LIMIT: "L",
+}
+ALL_SAME = "=all"
+GROUP_FAILED = "✗err"
+
+
+def short_time(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s < 100:
+        return f"{s}s"
+    if s < 6000:
+        return f"{s // 60}m"
+    return f"{s // 3600}h"
+
+
+def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
+    """What one trial's cell says, in at most ``width`` characters."""
+    if t is None:
+        return Text("·", style=p.muted)
+    if t.cancelled:
+        return Text("cancel", style=p.muted)
+    wide = width >= 12
+    if t.done:
+        elapsed = short_time(t.elapsed(now))
+        if t.scored and t.reward is not None:
+            good = t.reward >= 1.0
+            mark = "✓" if good else ("◐" if t.reward > 0 else "✗")
+            style = p.success if good else (p.warning if t.reward > 0 else p.error)
+            text = Text(f"{mark}{t.reward:g}", style=f"bold {style}")
+            if t.outcome in LIMIT_MARKS:
+                text.append(LIMIT_MARKS[t.outcome], style=p.warning)
+            if width - len(text) > len(elapsed):
+                text.append(" " + elapsed, style=p.muted)
+            return text
+        text = Text("! " + one_line(t.exception_type or t.outcome or "error"), style=f"bold {p.error}")
+        text.truncate(width, overflow="ellipsis")
+        return text
+    phase = PHASE_LABELS.get(t.phase, t.phase)
+    elapsed = short_time(t.phase_elapsed(now))
+    if t.phase == TrialPhase.AGENT:
+        turns = t.live_turns
+        if wide:
+            text = Text(f"agent {turns}t", style=f"bold {p.primary}")
+            if width >= 16:
+                text.append(f" {format_count(t.live_tokens)}", style=p.primary)
+        else:
+            text = Text(f"a{turns}", style=f"bold {p.primary}")
+    elif t.phase == TrialPhase.QUEUED:
+        text = Text("queued" if wide else "q", style=p.muted)
+    elif t.phase == TrialPhase.VERIFYING:
+        text = Text(phase if wide else "v", style=p.accent)
+    else:
+        text = Text(phase if wide else phase[0], style=p.fg)
+    if t.lost:
+        text.append("!", style=f"bold {p.error}")
+    if elapsed and len(text) + 1 + len(elapsed) <= width:
+        text.append(" " + elapsed, style=p.muted)
+    return text
+
+
+def group_label(g: GroupState, state: RunState, width: int, p: Palette) -> Text:
+    """A group's label in ``width`` cells: its number and task, flagged ``=all`` when every trial
+    got the same reward (it trains nothing) or ``✗err`` when the group failed. The task name is
+    cut, never the flag."""
+    failed = g.ok is False
+    flag = GROUP_FAILED if failed else (ALL_SAME if g.all_same(state.trials) else "")
+    text = Text(f"{g.group:>2} ", style=p.muted, no_wrap=True, overflow="ellipsis")
+    task = Text(one_line(g.task), style="bold")
+    task.truncate(max(1, width - text.cell_len - (len(flag) + 1 if flag else 0)), overflow="ellipsis")
+    text.append_text(task)
+    if flag:
+        text.append(" " + flag, style=f"bold {p.error if failed else p.warning}")
+    return text
+
+
+def grid_widths(widget_width: int, size: int) -> tuple[int, int]:
+    """(label width, cell width) for a grid ``widget_width`` wide with ``size`` trials a row."""
+    total = max(40, (widget_width or 120) - 4)
+    label = 24 if total >= 100 else 14
+    cell = max(5, min(16, (total - label - 2) // max(1, size) - 2))  # 2: the cell padding
+    return label, cell
+
+
+def fit(text: Text, width: int) -> Text:
+    """``text`` cut (or padded with blanks) to exactly ``width`` cells, on one line."""
+    out = text.copy()
+    out.truncate(max(0, width), overflow=text.overflow or "crop")
+    if out.cell_len < width:  # the blank fill is unstyled, as DataTable left it
+        padded = Text(end="")
+        padded.append_text(out)
+        padded.append(" " * (width - out.cell_len))
+        return padded
+    return out
+
+
+def row_text(label: Text, cells: list[Text | None], label_w: int, cell_w: int,
+             cursor: int | None = None, cursor_style: Style | str | None = None) -> Text:
+    """One grid line: the label column then one column per trial, each padded by
+    ``CELL_PADDING`` on both sides. ``cursor`` (1-based trial column) gets ``cursor_style``
+    over its whole padded width."""
+    pad = " " * CELL_PADDING
+    line = Text(no_wrap=True, end="")
+    line.append(pad)
+    line.append_text(fit(label, label_w))
+    line.append(pad)
+    for i, cell in enumerate(cells, start=1):
+        start = len(line)
+        line.append(pad)
+        line.append_text(fit(cell if cell is not None else Text(""), cell_w))
+        line.append(pad)
+        if cursor == i and cursor_style:
+            line.stylize(cursor_style, start, len(line))
+    return line
+
+
+def header_text(size: int, label_w: int, cell_w: int, p: Palette) -> Text:
+    """The column headings: "group", then the trial numbers 1..size."""
+    return row_text(Text("group", style=f"bold {p.muted}"),
+                    [Text(str(i + 1), style=f"bold {p.muted}") for i in range(size)], label_w, cell_w)
+
+
+def column_at(x: int, label_w: int, cell_w: int, size: int) -> int | None:
+    """The column under content x: 0 for the label, 1..size for a trial, None past the end."""
+    label_end = label_w + 2 * CELL_PADDING
+    if x < label_end:
+        return 0 if x >= 0 else None
+    column = (x - label_end) // (cell_w + 2 * CELL_PADDING) + 1
+    return column if column <= size else None
