@@ -83,9 +83,10 @@ def problem(agent: str) -> str | None:
     have = installed_version(cli.package)
     where = agents_dir()
     if have is None or not os.access(bin_dir() / cli.command, os.X_OK):
-        return (f"{cli.label} ({cli.package}@{want}) is not installed in {where}: run {SETUP} "
-                f"(it needs node, npm and the npm registry; make demo and make test run it).")
+        return (
+            f"{cli.label} ({cli.package}@{want}) is not installed in {where}: run {SETUP} "
+            f"(it needs node, npm and the npm registry; make demo and make test run it)."
+        )
     if want and have != want:
-        return (f"{cli.label} in {where} is {have}, but {LOCK.relative_to(PROJECT)} pins {want}: "
-                f"run {SETUP} again.")
+        return f"{cli.label} in {where} is {have}, but {LOCK.relative_to(PROJECT)} pins {want}: run {SETUP} again."
     return None

@@ -47,8 +47,7 @@ def free_bytes(path: str | os.PathLike) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def check_free(path: str | os.PathLike, need_bytes: int = RUN_NEED_BYTES,
-               what: str = "config.log_path") -> int:
+def check_free(path: str | os.PathLike, need_bytes: int = RUN_NEED_BYTES, what: str = "config.log_path") -> int:
     """Raise DiskSpaceError unless ``path``'s filesystem has ``need_bytes`` free; return the
     free bytes. ``what`` names the setting the path came from, for the message."""
     free = free_bytes(path)
@@ -56,5 +55,6 @@ def check_free(path: str | os.PathLike, need_bytes: int = RUN_NEED_BYTES,
         where = existing_ancestor(path)
         raise DiskSpaceError(
             f"not enough disk space for {what} ({path}): {human(free)} free on the filesystem of "
-            f"{where}, {human(need_bytes)} needed; free space or point {what} elsewhere")
+            f"{where}, {human(need_bytes)} needed; free space or point {what} elsewhere"
+        )
     return free

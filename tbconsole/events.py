@@ -76,6 +76,7 @@ class Event:
 
 # -- run lifecycle ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
     kind: ClassVar[str] = "run.started"
@@ -112,6 +113,7 @@ class ControlChanged(Event):
 
 # -- gateway ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, kw_only=True)
 class GatewayHealth(Event):
     kind: ClassVar[str] = "gateway.health"
@@ -123,6 +125,7 @@ class GatewayHealth(Event):
 
 
 # -- batches, groups, trials -------------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True)
 class BatchStarted(Event):
@@ -190,6 +193,7 @@ class TrialEnded(Event):
 
 # -- the capture proxy ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, kw_only=True)
 class ProxyRequest(Event):
     """One model call through the proxy: captured (a training sample) or rejected."""
@@ -228,6 +232,7 @@ class CaptureLost(Event):
 
 
 # -- training -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True)
 class StepMetrics(Event):
@@ -285,6 +290,7 @@ class LogLine(Event):
 
 # -- encoding ---------------------------------------------------------------------------------
 
+
 def decode(line: str) -> Event | None:
     """One events.jsonl line → Event, or None for an unknown kind or a damaged line."""
     try:
@@ -335,10 +341,20 @@ RESERVE_FILE = ".events-reserve"
 RESERVE_BYTES = 256 * 1024  # room for a few hundred run-level lines: error, control, run.ended
 # What is still written once the file has failed: how the run went and how it ended. Per-trial
 # and per-request events (the bulk of a run) would use up the freed reserve before run.ended.
-KEPT_WHEN_FAILING = frozenset({
-    "run.started", "run.ended", "control.changed", "error.raised", "decision.made",
-    "checkpoint.saved", "step.metrics", "batch.ended", "group.ended", "log",
-})
+KEPT_WHEN_FAILING = frozenset(
+    {
+        "run.started",
+        "run.ended",
+        "control.changed",
+        "error.raised",
+        "decision.made",
+        "checkpoint.saved",
+        "step.metrics",
+        "batch.ended",
+        "group.ended",
+        "log",
+    }
+)
 # "This filesystem has no room": reported through on_write_error, never raised.
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -355,8 +371,7 @@ class EventBus:
     counted in ``write_failures``. ``write_error`` keeps that first error, ``unwritten``
     counts events that are not in the file."""
 
-    def __init__(self, log_path: Path | None = None,
-                 on_write_error: Callable[[OSError], None] | None = None):
+    def __init__(self, log_path: Path | None = None, on_write_error: Callable[[OSError], None] | None = None):
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
         self._on_write_error = on_write_error

@@ -33,8 +33,26 @@ HELDOUT_SHARE = 5  # one variant in five is held out
 SPLITS = ("train", "heldout")
 VARIANTS_PER_FAMILY = 200
 WORDS = (
-    "apple", "bird", "cloud", "delta", "ember", "frost", "grape", "harbor", "island", "jungle",
-    "kettle", "lemon", "meadow", "nickel", "orbit", "pepper", "quartz", "river", "stone", "tiger",
+    "apple",
+    "bird",
+    "cloud",
+    "delta",
+    "ember",
+    "frost",
+    "grape",
+    "harbor",
+    "island",
+    "jungle",
+    "kettle",
+    "lemon",
+    "meadow",
+    "nickel",
+    "orbit",
+    "pepper",
+    "quartz",
+    "river",
+    "stone",
+    "tiger",
 )
 
 
@@ -95,8 +113,7 @@ def _count_errors(rng: random.Random) -> tuple[dict[str, str], str]:
     errors = rng.randint(1, total - 2)
     levels = ["ERROR"] * errors + rng.choices(["INFO", "WARN", "DEBUG"], k=total - errors)
     rng.shuffle(levels)
-    lines = [f"2024-03-{rng.randint(1, 28):02d} {level} {rng.choice(WORDS)} {rng.choice(WORDS)}"
-             for level in levels]
+    lines = [f"2024-03-{rng.randint(1, 28):02d} {level} {rng.choice(WORDS)} {rng.choice(WORDS)}" for level in levels]
     return {"app.log": "\n".join(lines) + "\n"}, f"{errors}\n"
 
 
@@ -115,21 +132,24 @@ FAMILIES: dict[str, Family] = {
         instruction="Write the number of lines in /app/input.txt to /app/count.txt (just the number).",
         solution="wc -l < /app/input.txt > /app/count.txt",
         near_misses=("wc -l /app/input.txt > /app/count.txt", "wc -w < /app/input.txt > /app/count.txt"),
-        answer="count.txt", make=_count_lines,
+        answer="count.txt",
+        make=_count_lines,
         description="Count the lines of a file.",
     ),
     "sort-unique": Family(
         instruction="Write the distinct lines of /app/words.txt, sorted, to /app/sorted.txt.",
         solution="sort -u /app/words.txt > /app/sorted.txt",
         near_misses=("sort /app/words.txt > /app/sorted.txt", "uniq /app/words.txt > /app/sorted.txt"),
-        answer="sorted.txt", make=_sort_unique,
+        answer="sorted.txt",
+        make=_sort_unique,
         description="Sort a word list and drop the duplicates.",
     ),
     "count-errors": Family(
         instruction="Write how many lines of /app/app.log contain ERROR to /app/errors.txt (just the number).",
         solution="grep -c ERROR /app/app.log > /app/errors.txt",
         near_misses=("grep ERROR /app/app.log > /app/errors.txt", "wc -l < /app/app.log > /app/errors.txt"),
-        answer="errors.txt", make=_count_errors,
+        answer="errors.txt",
+        make=_count_errors,
         description="Count the error lines of a log.",
     ),
 }
@@ -220,8 +240,10 @@ def write_task(variant: Variant, dest: Path, folder: str | None = None) -> Path:
     write_text(final / "instruction.md", variant.instruction + "\n")
     for rel, text in scripts.items():
         write_text(final / rel, text).chmod(0o755)
-    write_text(final / "task.toml", TASK_TOML.format(name=variant.name, description=spec.description,
-                                                     family=variant.family, split=variant.split))
+    write_text(
+        final / "task.toml",
+        TASK_TOML.format(name=variant.name, description=spec.description, family=variant.family, split=variant.split),
+    )
     return final
 
 

@@ -70,11 +70,11 @@ class AgentPrompt:
         start_id = tokenizer.convert_tokens_to_ids("<|im_start|>")
         end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
         starts = [i for i, t in enumerate(tokens) if t == start_id]
-        user = next((i for i in starts if tokenizer.decode(tokens[i + 1:i + 3]).startswith("user")), None)
+        user = next((i for i in starts if tokenizer.decode(tokens[i + 1 : i + 3]).startswith("user")), None)
         if user is None:
             raise ValueError("no user turn in the recorded prompt")
         head = user + 1
-        while tokenizer.decode(tokens[user + 1:head]) != "user\n":
+        while tokenizer.decode(tokens[user + 1 : head]) != "user\n":
             head += 1
             if head - user > 4:
                 raise ValueError("unexpected user header in the recorded prompt")
@@ -85,7 +85,7 @@ class AgentPrompt:
         at = text.find(instruction.strip())
         if at < 0:
             raise ValueError("the instruction is not in the recorded user message")
-        prompt = cls(tokens[:head], text[:at], text[at + len(instruction.strip()):], tokens[end:])
+        prompt = cls(tokens[:head], text[:at], text[at + len(instruction.strip()) :], tokens[end:])
         if prompt.tokens(tokenizer, instruction) != tokens:
             raise ValueError("splicing the instruction back does not reproduce the recorded prompt")
         return prompt
@@ -98,8 +98,10 @@ def tool_call_reply(renderer: Any, command: str) -> list[int]:
 
     from tbconsole.proxy.scripted import reply_tokens
 
-    call = ToolCall(function=ToolCall.FunctionBody(
-        name=TOOL_NAME, arguments=json.dumps({"command": V.agent_command(command)})), id="call_0")
+    call = ToolCall(
+        function=ToolCall.FunctionBody(name=TOOL_NAME, arguments=json.dumps({"command": V.agent_command(command)})),
+        id="call_0",
+    )
     return reply_tokens(renderer, Message(role="assistant", content="", tool_calls=[call]))
 
 
@@ -123,8 +125,9 @@ class ScriptedTrial:
     events: list  # what the trial published (TrialEnded among them)
 
 
-async def scripted_trial(work_dir: Path, variant: V.Variant, command: str, renderer: Any, tokenizer: Any,
-                         max_tokens: int = 128) -> ScriptedTrial:
+async def scripted_trial(
+    work_dir: Path, variant: V.Variant, command: str, renderer: Any, tokenizer: Any, max_tokens: int = 128
+) -> ScriptedTrial:
     """One real trial of ``variant`` (Harbor, the local sandbox, mini-swe-agent through the
     capture proxy) in which every model call is answered with a tool call running ``command``."""
     from tbconsole.control import RunControl
@@ -140,11 +143,18 @@ async def scripted_trial(work_dir: Path, variant: V.Variant, command: str, rende
     reply = tool_call_reply(renderer, command)
     sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=reply))
     events: list = []
-    ctx = RunContext(publish=events.append, control=RunControl(events.append), log_path=work_dir,
-                     renderer=renderer, tokenizer=tokenizer, template=load_template(trial_json),
-                     max_tokens=max_tokens)
-    builder = HarborGroupBuilder(task_dir=V.write_task(variant, work_dir / "tasks"), task_index=0,
-                                 batch=0, group=0, group_size=1)
+    ctx = RunContext(
+        publish=events.append,
+        control=RunControl(events.append),
+        log_path=work_dir,
+        renderer=renderer,
+        tokenizer=tokenizer,
+        template=load_template(trial_json),
+        max_tokens=max_tokens,
+    )
+    builder = HarborGroupBuilder(
+        task_dir=V.write_task(variant, work_dir / "tasks"), task_index=0, batch=0, group=0, group_size=1
+    )
     await run_group(ctx, builder, sampler)
     return ScriptedTrial(builder.rewards[0].reward, [call.prompt for call in sampler.calls], events)
 
@@ -173,8 +183,7 @@ class WarmupSettings:
     max_tokens: int = 96
 
 
-def demonstration(prompt: AgentPrompt, renderer: Any, tokenizer: Any, variant: V.Variant,
-                  command: str):
+def demonstration(prompt: AgentPrompt, renderer: Any, tokenizer: Any, variant: V.Variant, command: str):
     """One supervised datum: the agent's prompt for ``variant``, then a reply running ``command``;
     the loss weights cover the reply only."""
     import tinker
@@ -205,20 +214,39 @@ class EvalResult:
 
     def rates(self) -> dict[str, float]:
         n = max(self.samples, 1)
-        return {"valid_tool_call": self.valid / n, "solution": self.solution / n,
-                "near_miss": self.near_miss / n,
-                "copied_exactly": (self.solution + self.near_miss) / n}
+        return {
+            "valid_tool_call": self.valid / n,
+            "solution": self.solution / n,
+            "near_miss": self.near_miss / n,
+            "copied_exactly": (self.solution + self.near_miss) / n,
+        }
 
 
-def evaluate(sampling_client: Any, prompt: AgentPrompt, renderer: Any, tokenizer: Any,
-             held_out: list[V.Variant], samples: int, max_tokens: int, seed: int) -> EvalResult:
+def evaluate(
+    sampling_client: Any,
+    prompt: AgentPrompt,
+    renderer: Any,
+    tokenizer: Any,
+    held_out: list[V.Variant],
+    samples: int,
+    max_tokens: int,
+    seed: int,
+) -> EvalResult:
     """Sample each held-out variant's prompt ``samples`` times (temperature 1) and classify."""
     import tinker
 
-    params = tinker.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed,
-                                   stop=renderer.get_stop_sequences())
-    futures = [(v, sampling_client.sample(tinker.ModelInput.from_ints(prompt.tokens(tokenizer, v.instruction)),
-                                          samples, params)) for v in held_out]
+    params = tinker.SamplingParams(
+        max_tokens=max_tokens, temperature=1.0, seed=seed, stop=renderer.get_stop_sequences()
+    )
+    futures = [
+        (
+            v,
+            sampling_client.sample(
+                tinker.ModelInput.from_ints(prompt.tokens(tokenizer, v.instruction)), samples, params
+            ),
+        )
+        for v in held_out
+    ]
     result = EvalResult()
     for variant, future in futures:
         for seq in future.result().sequences:
@@ -239,8 +267,9 @@ def _log(message: str) -> None:
     print(message, flush=True)
 
 
-def reply_probabilities(sampling_client: Any, prompt: AgentPrompt, renderer: Any, tokenizer: Any,
-                        variant: V.Variant) -> dict[str, float]:
+def reply_probabilities(
+    sampling_client: Any, prompt: AgentPrompt, renderer: Any, tokenizer: Any, variant: V.Variant
+) -> dict[str, float]:
     """The policy's probability of replying with exactly the solution, or each near miss, to
     the variant's prompt: the solution's is the policy's expected reward on it, with no
     sampling noise."""
@@ -252,13 +281,13 @@ def reply_probabilities(sampling_client: Any, prompt: AgentPrompt, renderer: Any
     futures = {}
     for command, _solves in V.iter_commands(variant):
         reply = tool_call_reply(renderer, command)
-        futures[command] = (len(reply), sampling_client.compute_logprobs(
-            tinker.ModelInput.from_ints(context + reply)))
+        futures[command] = (len(reply), sampling_client.compute_logprobs(tinker.ModelInput.from_ints(context + reply)))
     return {cmd: math.exp(sum(f.result()[-n:])) for cmd, (n, f) in futures.items()}
 
 
-def train(settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, device: str = "auto",
-          log=_log) -> dict[str, Any]:
+def train(
+    settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, device: str = "auto", log=_log
+) -> dict[str, Any]:
     """Warm up a LoRA adapter on ``settings.base_model`` and export it to ``out_dir``."""
     import tinker
     from tinker_cookbook.renderers import get_renderer
@@ -277,14 +306,18 @@ def train(settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, devic
     history: list[dict[str, float]] = []
     with EmbeddedEngine(data_dir=scratch, device=device, model=settings.base_model) as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
-        client = _resolved(service.create_lora_training_client(
-            base_model=settings.base_model, rank=settings.rank, seed=settings.seed))
+        client = _resolved(
+            service.create_lora_training_client(base_model=settings.base_model, rank=settings.rank, seed=settings.seed)
+        )
         for step in range(settings.steps):
             batch = []
             for _ in range(settings.batch_size):
                 variant = rng.choice(train_pool)
-                batch.append(demonstration(prompt, renderer, tokenizer, variant,
-                                           choose_command(variant, rng, settings.solution_share)))
+                batch.append(
+                    demonstration(
+                        prompt, renderer, tokenizer, variant, choose_command(variant, rng, settings.solution_share)
+                    )
+                )
             # Linear decay over the last quarter: the end of the run settles instead of jumping.
             tail = max(1, settings.steps // 4)
             lr = settings.learning_rate * min(1.0, (settings.steps - step) / tail)
@@ -296,12 +329,15 @@ def train(settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, devic
             loss = metrics.get("loss:sum", 0.0) / max(tokens, 1)
             history.append({"step": step, "loss": loss})
             if step % 25 == 0 or step == settings.steps - 1:
-                log(f"warmup step {step:4d}/{settings.steps}  loss/token {loss:.4f}  lr {lr:.2e}  "
-                    f"{time.monotonic() - started:6.0f}s")
+                log(
+                    f"warmup step {step:4d}/{settings.steps}  loss/token {loss:.4f}  lr {lr:.2e}  "
+                    f"{time.monotonic() - started:6.0f}s"
+                )
         path = client.save_weights_for_sampler("warmup").result().path
         sampler = _resolved(service.create_sampling_client(model_path=path))
-        result = evaluate(sampler, prompt, renderer, tokenizer, held_out, settings.eval_samples,
-                          settings.max_tokens, settings.seed)
+        result = evaluate(
+            sampler, prompt, renderer, tokenizer, held_out, settings.eval_samples, settings.max_tokens, settings.seed
+        )
         folder = engine.engine.store.dir_for(CheckpointRef.parse(path))
         out_tmp = out_dir.with_name(out_dir.name + ".tmp")
         shutil.rmtree(out_tmp, ignore_errors=True)
@@ -313,8 +349,11 @@ def train(settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, devic
         "settings": asdict(settings),
         "seconds": round(time.monotonic() - started, 1),
         "final_loss": history[-1]["loss"] if history else None,
-        "held_out": {"variants": [v.name for v in held_out], **result.rates(),
-                     "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()}},
+        "held_out": {
+            "variants": [v.name for v in held_out],
+            **result.rates(),
+            "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()},
+        },
     }
     write_json(out_tmp / "warmup.json", report)
     prompt.save(out_tmp / "agent-prompt.json")

@@ -15,8 +15,9 @@ def small_fs(tmp_path):
         pytest.skip("mounting a tmpfs needs root")
     where = tmp_path / "fs"
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
     yield where
@@ -51,4 +52,10 @@ def test_the_default_need_is_the_documented_constant(small_fs):
 
 def test_human_sizes():
     assert [human(n) for n in (0, 512, 1536, 12 << 20, int(3.25 * (1 << 30)), 5 << 40)] == [
-        "0 B", "512 B", "1.5 KiB", "12.0 MiB", "3.2 GiB", "5.0 TiB"]
+        "0 B",
+        "512 B",
+        "1.5 KiB",
+        "12.0 MiB",
+        "3.2 GiB",
+        "5.0 TiB",
+    ]

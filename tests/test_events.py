@@ -46,17 +46,28 @@ def test_damaged_and_unknown_lines_are_skipped(tmp_path):
 
 
 def test_secrets_are_redacted():
-    config = {"config": {"base_url": "http://x", "api_key": "tml-abcdefghijkl"},
-              "harbor": {"trial_config": "t.json"},
-              "env": {"OPENAI_API_KEY": "{proxy_api_key}", "E2B_API_KEY": "e2b_0123456789",
-                      "note": "key sk-abcdefgh1234"}}
+    config = {
+        "config": {"base_url": "http://x", "api_key": "tml-abcdefghijkl"},
+        "harbor": {"trial_config": "t.json"},
+        "env": {"OPENAI_API_KEY": "{proxy_api_key}", "E2B_API_KEY": "e2b_0123456789", "note": "key sk-abcdefgh1234"},
+    }
     clean = redact(config)
     text = json.dumps(clean)
     assert "tml-abcdefghijkl" not in text and "e2b_0123456789" not in text and "sk-abcdefgh1234" not in text
     assert clean["env"]["OPENAI_API_KEY"] == "{proxy_api_key}"  # a placeholder is not a secret
     assert clean["config"]["base_url"] == "http://x"
-    event = RunStarted(run_id="r", log_path="/l", model_name="m", base_url=None, renderer_name=None,
-                       total_steps=1, groups_per_batch=1, group_size=1, tasks=[], config=clean)
+    event = RunStarted(
+        run_id="r",
+        log_path="/l",
+        model_name="m",
+        base_url=None,
+        renderer_name=None,
+        total_steps=1,
+        groups_per_batch=1,
+        group_size=1,
+        tasks=[],
+        config=clean,
+    )
     assert "tml-" not in event.to_json()
 
 

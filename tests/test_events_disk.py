@@ -39,8 +39,9 @@ def tmpfs(tmp_path):
             pytest.skip("mounting a tmpfs needs root")
         where = tmp_path / f"fs{len(mounted)}"
         where.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
         mounted.append(where)
@@ -76,13 +77,24 @@ def whole_lines(path: Path) -> list[dict]:
 
 
 def request(i: int, text_bytes: int = 1000) -> ProxyRequest:
-    return ProxyRequest(step=0, group=0, trial=f"t{i % 4}", api="openai", stream=False, status=200,
-                        captured=True, turn=i, output_text="x" * text_bytes)
+    return ProxyRequest(
+        step=0,
+        group=0,
+        trial=f"t{i % 4}",
+        api="openai",
+        stream=False,
+        status=200,
+        captured=True,
+        turn=i,
+        output_text="x" * text_bytes,
+    )
 
 
-FINAL = [ErrorRaised(step=None, group=None, trial=None, exception_type="OSError", message="disk full"),
-         ControlChanged(state="stopping", reason="disk full"),
-         RunEnded(status="stopped", step=0, message="disk full")]
+FINAL = [
+    ErrorRaised(step=None, group=None, trial=None, exception_type="OSError", message="disk full"),
+    ControlChanged(state="stopping", reason="disk full"),
+    RunEnded(status="stopped", step=0, message="disk full"),
+]
 
 
 @pytest.mark.parametrize("filled_by", ["the bus", "another writer"])
@@ -122,7 +134,7 @@ def test_a_disk_that_fills_mid_stream(tmpfs, filled_by, capfd):
     assert written[-3:] == FINAL  # the reserve kept room for the end of the run
     assert notes[0] in written
     requests = [e for e in written if isinstance(e, ProxyRequest)]
-    assert requests == published[:len(requests)] and len(requests) >= 10  # a prefix: no gaps, no repeats
+    assert requests == published[: len(requests)] and len(requests) >= 10  # a prefix: no gaps, no repeats
     assert not (fs / "run" / RESERVE_FILE).exists()
     assert "Traceback" not in capfd.readouterr().err
 

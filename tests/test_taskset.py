@@ -26,8 +26,9 @@ def test_tb2_sample_loads_through_harbor(tb2_sample):
 
 
 def test_tb2_sample_lists_from_the_cli(tb2_sample):
-    proc = subprocess.run([sys.executable, "-m", "tbconsole", "tasks", str(tb2_sample)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tbconsole", "tasks", str(tb2_sample)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     for name in TB2_NAMES:
         assert name in proc.stdout
@@ -59,8 +60,9 @@ def test_broken_task_toml_is_a_clear_error(tmp_path):
     (tmp_path / "t" / "instruction.md").write_text("x")
     with pytest.raises(TaskSetError, match="not a valid Harbor task"):
         load(tmp_path / "t")
-    proc = subprocess.run([sys.executable, "-m", "tbconsole", "tasks", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tbconsole", "tasks", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2 and "not a valid Harbor task" in proc.stderr
     assert "Traceback" not in proc.stderr
 

@@ -11,5 +11,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def describe_ms(samples: list[float]) -> str:
-    return (f"p50 {percentile(samples, 50) * 1e3:7.2f} ms  p99 {percentile(samples, 99) * 1e3:7.2f} ms  "
-            f"mean {statistics.fmean(samples) * 1e3:7.2f} ms")
+    return (
+        f"p50 {percentile(samples, 50) * 1e3:7.2f} ms  p99 {percentile(samples, 99) * 1e3:7.2f} ms  "
+        f"mean {statistics.fmean(samples) * 1e3:7.2f} ms"
+    )

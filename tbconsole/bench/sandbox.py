@@ -20,9 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _bare(command: str) -> None:
-    proc = await asyncio.create_subprocess_exec("/bin/bash", "-c", command,
-                                                stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/bash", "-c", command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     await proc.communicate()
 
 
@@ -61,8 +61,9 @@ async def _measure(args) -> dict[str, list[float]]:
 
 def run(args) -> int:
     times = asyncio.run(_measure(args))
-    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, "
-          f"python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {platform.system()} {platform.release()}, python {platform.python_version()}"
+    )
     print(f"sandbox start     {describe_ms(times['start'])}   ({args.starts} cycles)")
     print(f"sandbox stop      {describe_ms(times['stop'])}")
     print(f"exec 'true'       {describe_ms(times['exec'])}   ({args.execs} runs)")

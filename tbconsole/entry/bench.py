@@ -9,18 +9,24 @@ from tbconsole.entry.usage import Parser
 BENCHMARKS = {
     "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
     "console": ("tbconsole.ui.bench", "console: events/s ingested, UI lag, memory, attach's first frame"),
-    "proxy": ("tbconsole.bench.proxy", "capture proxy: overhead per call vs a bare aiohttp handler; "
-              "incremental vs full render"),
-    "engine": ("tbconsole.bench.engine", "local engine: prefill, sampling (1 and 8 concurrent), train step, "
-               "vs the bare model"),
+    "proxy": (
+        "tbconsole.bench.proxy",
+        "capture proxy: overhead per call vs a bare aiohttp handler; incremental vs full render",
+    ),
+    "engine": (
+        "tbconsole.bench.engine",
+        "local engine: prefill, sampling (1 and 8 concurrent), train step, vs the bare model",
+    ),
 }
 
 
 def register(sub, full: bool) -> None:
     """``full``: import the benchmark modules for their own options (only when `bench` runs)."""
-    p = sub.add_parser("bench", help="run a benchmark (figures with a same-run baseline)",
-                       description="Benchmarks. Each prints its figures beside a baseline measured "
-                       "in the same run, with the ratio.")
+    p = sub.add_parser(
+        "bench",
+        help="run a benchmark (figures with a same-run baseline)",
+        description="Benchmarks. Each prints its figures beside a baseline measured in the same run, with the ratio.",
+    )
     names = p.add_subparsers(dest="benchmark", metavar="NAME", parser_class=Parser, required=True)
     for name, (module, summary) in BENCHMARKS.items():
         bp = names.add_parser(name, help=summary, description=summary)

@@ -17,9 +17,12 @@ PASSTHROUGH = {"train": train.run_train, "demo": train.run_demo}
 
 
 def _register_attach(sub, full: bool) -> None:
-    p = sub.add_parser("attach", help="open the console over another process's run (live or replay)",
-                       description="Open the console over a run's log_path: live (tailing events.jsonl, "
-                       "controls through the run's control inbox) or, when the run has ended, replay.")
+    p = sub.add_parser(
+        "attach",
+        help="open the console over another process's run (live or replay)",
+        description="Open the console over a run's log_path: live (tailing events.jsonl, "
+        "controls through the run's control inbox) or, when the run has ended, replay.",
+    )
     if full:
         from tbconsole.ui.cli import add_attach_arguments  # light: no Textual import until it runs
 
@@ -27,9 +30,12 @@ def _register_attach(sub, full: bool) -> None:
 
 
 def _register_engine(sub, full: bool) -> None:
-    p = sub.add_parser("engine", help="serve the local Tinker-compatible engine (loopback by default)",
-                       description="Serve the local Tinker-compatible engine: the tinker SDK and the "
-                       "cookbook train and sample against it as against a gateway.")
+    p = sub.add_parser(
+        "engine",
+        help="serve the local Tinker-compatible engine (loopback by default)",
+        description="Serve the local Tinker-compatible engine: the tinker SDK and the "
+        "cookbook train and sample against it as against a gateway.",
+    )
     if full:
         from tbconsole.engine import cli as engine_cli  # imports torch: only when asked for
 

@@ -25,8 +25,12 @@ def open_run(log_path: Path):
             control.stop()
         except ControlError:  # already stopping or ending
             return
-        bus.publish(LogLine(level="error", message="stopping the run: its folder's disk is full "
-                                                    "(the batch in flight is not trained)"))
+        bus.publish(
+            LogLine(
+                level="error",
+                message="stopping the run: its folder's disk is full (the batch in flight is not trained)",
+            )
+        )
 
     bus = EventBus(log_path, on_write_error=on_write_error)
     control = RunControl(bus.publish)

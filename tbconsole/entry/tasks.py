@@ -14,8 +14,13 @@ def register(sub) -> None:
         description="List every task folder under TASKS_DIR (folders with a task.toml, sorted), "
         "read through Harbor's task model.",
     )
-    p.add_argument("tasks_dir", type=Path, nargs="?", metavar="TASKS_DIR",
-                   help="a folder of Harbor task folders (default: the bundled tasks)")
+    p.add_argument(
+        "tasks_dir",
+        type=Path,
+        nargs="?",
+        metavar="TASKS_DIR",
+        help="a folder of Harbor task folders (default: the bundled tasks)",
+    )
     p.set_defaults(handler=run)
 
 

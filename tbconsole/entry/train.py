@@ -41,11 +41,18 @@ All options:
 def register(sub) -> None:
     """List `train` and `demo` in `tbconsole --help`. Both parse their own KEY=VALUE arguments:
     ``main`` hands them the rest of the command line before argparse sees it."""
-    sub.add_parser("train", add_help=False,
-                   help="run the recipe: same KEY=VALUE arguments as python -m tinker_agent.train",
-                   description="Run the Terminal-Bench 2 recipe (tbconsole train --help lists every option).")
-    sub.add_parser("demo", add_help=False, help="the recipe on the embedded default: local engine, "
-                   "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides)")
+    sub.add_parser(
+        "train",
+        add_help=False,
+        help="run the recipe: same KEY=VALUE arguments as python -m tinker_agent.train",
+        description="Run the Terminal-Bench 2 recipe (tbconsole train --help lists every option).",
+    )
+    sub.add_parser(
+        "demo",
+        add_help=False,
+        help="the recipe on the embedded default: local engine, "
+        "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides)",
+    )
 
 
 def split_flags(argv: list[str]) -> tuple[list[str], set[str], str | None]:
@@ -60,8 +67,9 @@ def split_flags(argv: list[str]) -> tuple[list[str], set[str], str | None]:
     return [a for a in argv if not a.startswith("--")], flags, theme
 
 
-def choose_console(prog: str, log_path: Path, *, headless: bool, stdin: TextIO,
-                   stdout: TextIO) -> tuple[bool, str | None]:
+def choose_console(
+    prog: str, log_path: Path, *, headless: bool, stdin: TextIO, stdout: TextIO
+) -> tuple[bool, str | None]:
     """Whether the run opens the console, and the one-line notice for a run that goes headless
     only because it has no terminal (`make demo | tee out.log`): without it the console would
     just never appear. An explicit --headless needs no notice."""
@@ -70,12 +78,20 @@ def choose_console(prog: str, log_path: Path, *, headless: bool, stdin: TextIO,
     if stdin.isatty() and stdout.isatty():
         return True, None
     stream = "stdout" if not stdout.isatty() else "stdin"
-    return False, (f"{prog}: {stream} is not a terminal, so a progress log is printed instead of the console; "
-                   f"for the console run this in a terminal, or `tbconsole attach {log_path}` from one")
+    return False, (
+        f"{prog}: {stream} is not a terminal, so a progress log is printed instead of the console; "
+        f"for the console run this in a terminal, or `tbconsole attach {log_path}` from one"
+    )
 
 
-def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str = "tbconsole train",
-              materialize=None, prepare=None) -> int:
+def run_train(
+    argv: list[str],
+    *,
+    extra_defaults: dict | None = None,
+    prog: str = "tbconsole train",
+    materialize=None,
+    prepare=None,
+) -> int:
     """Parse and check, then run in the console or headless. ``materialize(parsed) -> parsed``
     may fill in generated files before validation; ``prepare(parsed)`` (an async context
     manager) lets `demo` start the local engine around the run."""
@@ -90,9 +106,11 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
         return 0
     unknown = flags - {"--headless", "--help"}
     if unknown:
-        print(f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --theme=NAME, --help; "
-              "options are KEY=VALUE)",
-              file=sys.stderr)
+        print(
+            f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --theme=NAME, --help; "
+            "options are KEY=VALUE)",
+            file=sys.stderr,
+        )
         return USAGE_EXIT
     # Before the heavy imports: a dead gateway or a missing key is reported in seconds.
     default_base_url = (extra_defaults or {}).get("config.base_url")
@@ -122,8 +140,9 @@ def run_train(argv: list[str], *, extra_defaults: dict | None = None, prog: str 
     # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not print
     # a traceback per line: the bus reports the disk once and stops the run.
     logging.raiseExceptions = False
-    console, notice = choose_console(prog, Path(parsed.args.config.log_path), headless="--headless" in flags,
-                                     stdin=sys.stdin, stdout=sys.stdout)
+    console, notice = choose_console(
+        prog, Path(parsed.args.config.log_path), headless="--headless" in flags, stdin=sys.stdin, stdout=sys.stdout
+    )
     if console:
         return run.in_console(parsed, prepare, theme)
     if notice:
@@ -163,5 +182,10 @@ def run_demo(argv: list[str]) -> int:
     from tbconsole.runner import demo
 
     offline.apply_embedded_defaults()
-    return run_train(argv, extra_defaults=demo.demo_defaults(), prog="tbconsole demo",
-                     materialize=demo.materialize, prepare=demo.embedded_engine)
+    return run_train(
+        argv,
+        extra_defaults=demo.demo_defaults(),
+        prog="tbconsole demo",
+        materialize=demo.materialize,
+        prepare=demo.embedded_engine,
+    )

@@ -19,13 +19,21 @@ def register(sub) -> None:
     )
     p.add_argument("task_dir", type=Path, metavar="TASK_DIR", help="a Harbor task folder (with task.toml)")
     p.add_argument("--agent", help="Harbor agent name (default: oracle, or the trial config's)")
-    p.add_argument("--trial-config", type=Path, metavar="trial.json",
-                   help="a Harbor TrialConfig without 'task' (as for training)")
-    p.add_argument("--trials-dir", type=Path, default=None,
-                   help="where trial folders go (default: the trial config's, else ./trials)")
+    p.add_argument(
+        "--trial-config", type=Path, metavar="trial.json", help="a Harbor TrialConfig without 'task' (as for training)"
+    )
+    p.add_argument(
+        "--trials-dir",
+        type=Path,
+        default=None,
+        help="where trial folders go (default: the trial config's, else ./trials)",
+    )
     p.add_argument("--proxy-url", help="value for {proxy_url} in the trial config")
-    p.add_argument("--proxy-api-key", default=os.environ.get("TBCONSOLE_PROXY_API_KEY"),
-                   help="value for {proxy_api_key} (or set TBCONSOLE_PROXY_API_KEY)")
+    p.add_argument(
+        "--proxy-api-key",
+        default=os.environ.get("TBCONSOLE_PROXY_API_KEY"),
+        help="value for {proxy_api_key} (or set TBCONSOLE_PROXY_API_KEY)",
+    )
     p.add_argument("--reward-key", default="reward", help="key of the verifier's rewards to report")
     p.set_defaults(handler=run)
 
@@ -36,12 +44,10 @@ def run(args) -> int:
     task_dir: Path = args.task_dir
     if not (task_dir / "task.toml").is_file():
         raise UsageError(f"{task_dir} is not a Harbor task folder (no task.toml in it).")
-    substitutions = {k: v for k, v in (("proxy_url", args.proxy_url),
-                                        ("proxy_api_key", args.proxy_api_key)) if v}
+    substitutions = {k: v for k, v in (("proxy_url", args.proxy_url), ("proxy_api_key", args.proxy_api_key)) if v}
     try:
         raw = load_trial_config(args.trial_config, substitutions) if args.trial_config else None
-        config = build_trial_config(task_dir.resolve(), agent=args.agent, trial_config=raw,
-                                    trials_dir=args.trials_dir)
+        config = build_trial_config(task_dir.resolve(), agent=args.agent, trial_config=raw, trials_dir=args.trials_dir)
     except TrialConfigError as exc:
         raise UsageError(str(exc)) from None
     if config.environment.import_path and config.environment.import_path.startswith("tbconsole.sandbox"):

@@ -10,10 +10,13 @@ from tbconsole.entry.usage import UsageError
 
 def register(sub, full: bool) -> None:
     """``full``: add the options (imports ``tbconsole.warmup`` for their defaults; only when `warmup` runs)."""
-    p = sub.add_parser("warmup", help="make the demo's starting policy by supervised warm-up",
-                       description="Supervised warm-up of the local model on demonstrations rendered in "
-                       "the agent's own transcript format (see tbconsole/warmup.py), then an evaluation "
-                       "on held-out task variants. Writes a PEFT adapter folder.")
+    p = sub.add_parser(
+        "warmup",
+        help="make the demo's starting policy by supervised warm-up",
+        description="Supervised warm-up of the local model on demonstrations rendered in "
+        "the agent's own transcript format (see tbconsole/warmup.py), then an evaluation "
+        "on held-out task variants. Writes a PEFT adapter folder.",
+    )
     if full:
         add_arguments(p)
         p.set_defaults(handler=run)
@@ -23,17 +26,28 @@ def add_arguments(p) -> None:
     from tbconsole.warmup import WarmupSettings
 
     d = WarmupSettings()
-    p.add_argument("--out", type=Path, default=Path("runs/warmup/policy"),
-                   help="folder for the adapter, its settings and figures (default: %(default)s)")
-    p.add_argument("--prompt", type=Path, default=None,
-                   help="an agent-prompt.json recorded earlier (default: record it now with one real "
-                   "trial in the local sandbox)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/warmup/policy"),
+        help="folder for the adapter, its settings and figures (default: %(default)s)",
+    )
+    p.add_argument(
+        "--prompt",
+        type=Path,
+        default=None,
+        help="an agent-prompt.json recorded earlier (default: record it now with one real trial in the local sandbox)",
+    )
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--rank", type=int, default=d.rank)
     p.add_argument("--lr", type=float, default=d.learning_rate)
     p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--solution-share", type=float, default=d.solution_share,
-                   help="share of demonstrations that run the solution, not a near miss (%(default)s)")
+    p.add_argument(
+        "--solution-share",
+        type=float,
+        default=d.solution_share,
+        help="share of demonstrations that run the solution, not a near miss (%(default)s)",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
 
@@ -49,8 +63,14 @@ def run(args) -> int:
 
     if args.steps < 1 or args.rank < 1 or args.batch_size < 1 or not 0 <= args.solution_share <= 1:
         raise UsageError("--steps, --rank and --batch-size must be >= 1 and --solution-share in [0, 1]")
-    settings = WarmupSettings(rank=args.rank, learning_rate=args.lr, steps=args.steps,
-                              batch_size=args.batch_size, solution_share=args.solution_share, seed=args.seed)
+    settings = WarmupSettings(
+        rank=args.rank,
+        learning_rate=args.lr,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        solution_share=args.solution_share,
+        seed=args.seed,
+    )
     register_with_cookbook()
     if args.prompt is not None:
         if not args.prompt.is_file():
@@ -61,11 +81,15 @@ def run(args) -> int:
         renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
         variant = variants.sample_variants("train", 1, settings.seed)[0]
         print(f"recording the agent's prompt: one trial of {variant.name} with its solution scripted", flush=True)
-        prompt, reward = asyncio.run(record_prompt(args.out.with_name(args.out.name + ".record"), variant,
-                                                   renderer, tokenizer))
+        prompt, reward = asyncio.run(
+            record_prompt(args.out.with_name(args.out.name + ".record"), variant, renderer, tokenizer)
+        )
         if reward != 1.0:
-            print(f"the scripted solution of {variant.name} scored {reward}, not 1: the task set or the "
-                  "sandbox is broken", file=sys.stderr)
+            print(
+                f"the scripted solution of {variant.name} scored {reward}, not 1: the task set or the "
+                "sandbox is broken",
+                file=sys.stderr,
+            )
             return 1
     train(settings, prompt, args.out, device=args.device)
     print(f"policy written to {args.out}")

@@ -93,8 +93,10 @@ def demo_trial_config(max_tokens: int, step_limit: int = DEMO_STEP_LIMIT, contex
                 "max_tokens": max_tokens,
                 "max_seq_len": context_window,
                 "skip_install": True,
-                "config": {"agent": {"step_limit": step_limit},
-                           "model": {"model_kwargs": {"temperature": DEMO_TEMPERATURE}}},
+                "config": {
+                    "agent": {"step_limit": step_limit},
+                    "model": {"model_kwargs": {"temperature": DEMO_TEMPERATURE}},
+                },
             },
         },
         "environment": {"import_path": LOCAL_SANDBOX, "kwargs": {"host_paths": [str(venv)]}},
@@ -109,32 +111,41 @@ def materialize(parsed):
 
     args = parsed.args
     if args.config.base_url == EMBEDDED and args.config.model_name.split(":", 1)[0] not in MODELS:
-        raise OptionsError(f"config.model_name={args.config.model_name!r} is not a local model: with "
-                           f"config.base_url={EMBEDDED} use one of {', '.join(MODELS)}")
+        raise OptionsError(
+            f"config.model_name={args.config.model_name!r} is not a local model: with "
+            f"config.base_url={EMBEDDED} use one of {', '.join(MODELS)}"
+        )
     reference = args.config.kl_reference_config
     if reference is not None and reference.base_model == RUN_MODEL:
-        args = chz.replace(args, config=chz.replace(
-            args.config, kl_reference_config=chz.replace(reference, base_model=args.config.model_name)))
+        args = chz.replace(
+            args,
+            config=chz.replace(
+                args.config, kl_reference_config=chz.replace(reference, base_model=args.config.model_name)
+            ),
+        )
     log_path = Path(args.config.log_path)
     harbor, builder = args.harbor, args.config.dataset_builder
     if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
         path = log_path / DEMO_TRIAL_FILE
         own_tasks = builder.tasks_dir == TRAIN_TASKS
-        write_json(path, demo_trial_config(args.config.max_tokens,
-                                            DEMO_STEP_LIMIT if own_tasks else OTHER_TASKS_STEP_LIMIT))
+        write_json(
+            path, demo_trial_config(args.config.max_tokens, DEMO_STEP_LIMIT if own_tasks else OTHER_TASKS_STEP_LIMIT)
+        )
         harbor = chz.replace(harbor, trial_config=str(path))
     if builder.tasks_dir == TRAIN_TASKS:
         groups = (args.config.max_steps or 20) * builder.groups_per_batch
         dest = log_path / "tasks"
-        for order, variant in enumerate(variants.sample_variants("train", max(groups, 2), seed=0,
-                                                                         families=DEMO_FAMILIES)):
+        for order, variant in enumerate(
+            variants.sample_variants("train", max(groups, 2), seed=0, families=DEMO_FAMILIES)
+        ):
             # Folders load in sorted order: the prefix keeps the families interleaved.
             variants.write_task(variant, dest, folder=f"{order:03d}-{variant.name}")
         builder = chz.replace(builder, tasks_dir=str(dest))
     if harbor.eval_tasks_dir == HELDOUT_TASKS:
         dest = log_path / "tasks-heldout"
-        variants.write_taskset(dest, variants.sample_variants("heldout", HELDOUT_VARIANTS, seed=0,
-                                                                               families=DEMO_FAMILIES))
+        variants.write_taskset(
+            dest, variants.sample_variants("heldout", HELDOUT_VARIANTS, seed=0, families=DEMO_FAMILIES)
+        )
         harbor = chz.replace(harbor, eval_tasks_dir=str(dest))
     parsed.args = chz.replace(args, harbor=harbor, config=chz.replace(args.config, dataset_builder=builder))
     return parsed

@@ -53,6 +53,7 @@ async def run_harbor_trial(config: Any, on_phase: PhaseCallback | None = None) -
 def _announce(on_phase: PhaseCallback, phase: TrialPhase):
     async def hook(_event) -> None:
         await on_phase(phase)
+
     return hook
 
 

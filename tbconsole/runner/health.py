@@ -61,8 +61,10 @@ async def probe(base_url: str, timeout: float = PROBE_TIMEOUT_SEC) -> Probe:
 
 
 def unreachable_message(base_url: str, error: str) -> str:
-    return (f"The Tinker gateway at {base_url} is not answering ({error}). Start it (for the "
-            "local engine: tbconsole engine), or fix config.base_url.")
+    return (
+        f"The Tinker gateway at {base_url} is not answering ({error}). Start it (for the "
+        "local engine: tbconsole engine), or fix config.base_url."
+    )
 
 
 async def check_reachable(base_url: str, publish: Callable[[Event], None]) -> None:
@@ -80,10 +82,17 @@ class GatewayWatch:
     asks for a probe now instead of at the next interval. ``wait_up()`` returns once the gateway
     answers again."""
 
-    def __init__(self, base_url: str, publish: Callable[[Event], None], *,
-                 interval: float = INTERVAL_SEC, retry: float = RETRY_SEC,
-                 failures_to_down: int = FAILURES_TO_DOWN, timeouts_to_down: int = TIMEOUTS_TO_DOWN,
-                 probe_timeout: float = PROBE_TIMEOUT_SEC):
+    def __init__(
+        self,
+        base_url: str,
+        publish: Callable[[Event], None],
+        *,
+        interval: float = INTERVAL_SEC,
+        retry: float = RETRY_SEC,
+        failures_to_down: int = FAILURES_TO_DOWN,
+        timeouts_to_down: int = TIMEOUTS_TO_DOWN,
+        probe_timeout: float = PROBE_TIMEOUT_SEC,
+    ):
         self.base_url = base_url
         self._publish = publish
         self.interval = interval

@@ -33,13 +33,14 @@ class HeldOutEvaluator(SamplingClientEvaluator):
     async def __call__(self, sampling_client) -> dict[str, float]:
         ctx = self.ctx
         trained = 0 if ctx.last_batch is None else ctx.last_batch + 1  # updates behind this policy
-        quiet = dataclasses.replace(ctx, publish=_only_logs(ctx.publish), log_path=ctx.folder.heldout.root,
-                                    _gates={})
-        builders = [HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i,
-                                       group_size=self.group_size)
-                    for i, task in enumerate(self.tasks)]
-        results = await asyncio.gather(*(run_group(quiet, b, sampling_client) for b in builders),
-                                       return_exceptions=True)
+        quiet = dataclasses.replace(ctx, publish=_only_logs(ctx.publish), log_path=ctx.folder.heldout.root, _gates={})
+        builders = [
+            HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i, group_size=self.group_size)
+            for i, task in enumerate(self.tasks)
+        ]
+        results = await asyncio.gather(
+            *(run_group(quiet, b, sampling_client) for b in builders), return_exceptions=True
+        )
         failed = [r for r in results if isinstance(r, BaseException)]
         for failure in failed:
             if not isinstance(failure, TrialFailed):
@@ -47,15 +48,25 @@ class HeldOutEvaluator(SamplingClientEvaluator):
         scored = [b for b, r in zip(builders, results, strict=True) if not isinstance(r, BaseException)]
         rewards = [r.reward for b in scored for r in b.rewards]
         mean = sum(rewards) / len(rewards) if rewards else 0.0
-        ctx.publish(LogLine(level="warning" if failed else "info", message=(
-            f"held-out after {trained} updates: reward {mean:.3f} over {len(rewards)} trials "
-            f"of {len(scored)} tasks" + (f"; {len(failed)} tasks not scored ({failed[0]})" if failed else ""))))
-        return {f"{PREFIX}/reward": mean, f"{PREFIX}/trials": float(len(rewards)),
-                f"{PREFIX}/after_updates": float(trained)}
+        ctx.publish(
+            LogLine(
+                level="warning" if failed else "info",
+                message=(
+                    f"held-out after {trained} updates: reward {mean:.3f} over {len(rewards)} trials "
+                    f"of {len(scored)} tasks" + (f"; {len(failed)} tasks not scored ({failed[0]})" if failed else "")
+                ),
+            )
+        )
+        return {
+            f"{PREFIX}/reward": mean,
+            f"{PREFIX}/trials": float(len(rewards)),
+            f"{PREFIX}/after_updates": float(trained),
+        }
 
 
 def _only_logs(publish):
     def forward(event) -> None:
         if isinstance(event, LogLine):
             publish(event)
+
     return forward

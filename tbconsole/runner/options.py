@@ -81,8 +81,9 @@ def parse(argv: list[str], extra_defaults: dict | None = None) -> ParsedArgs:
                 "or harbor.trial_config=trial.json (see --help)."
             )
         explicit.add(item.split("=", 1)[0])
-    if any(key == "config.rollout_error_tolerance" or key.startswith("config.rollout_error_tolerance.")
-           for key in explicit):
+    if any(
+        key == "config.rollout_error_tolerance" or key.startswith("config.rollout_error_tolerance.") for key in explicit
+    ):
         raise OptionsError(
             "config.rollout_error_tolerance is set by the recipe (Harbor trial outcomes decide "
             "what is scored and what stops the run); remove it from the command line."
@@ -119,8 +120,10 @@ def check(args: TrainArgs) -> None:
         raise OptionsError("config.learning_rate must not be negative.")
     builder = config.dataset_builder
     if not isinstance(builder, HarborDatasetBuilder):
-        raise OptionsError("config.dataset_builder is the recipe's Harbor task dataset; set its "
-                           "fields (config.dataset_builder.tasks_dir=…) rather than replacing it.")
+        raise OptionsError(
+            "config.dataset_builder is the recipe's Harbor task dataset; set its "
+            "fields (config.dataset_builder.tasks_dir=…) rather than replacing it."
+        )
     for name in ("groups_per_batch", "group_size", "epochs"):
         if getattr(builder, name) < 1:
             raise OptionsError(f"config.dataset_builder.{name} must be at least 1.")
@@ -129,12 +132,16 @@ def check(args: TrainArgs) -> None:
     if args.harbor.eval_group_size < 1:
         raise OptionsError("harbor.eval_group_size must be at least 1.")
     if args.config.kl_penalty_coef > 0 and args.config.kl_reference_config is None:
-        raise OptionsError("config.kl_penalty_coef > 0 needs a reference model: set "
-                           "config.kl_reference_config.base_model (for example the same model as "
-                           "config.model_name).")
+        raise OptionsError(
+            "config.kl_penalty_coef > 0 needs a reference model: set "
+            "config.kl_reference_config.base_model (for example the same model as "
+            "config.model_name)."
+        )
     if config.async_config is not None or config.stream_minibatch_config is not None:
-        raise OptionsError("The recipe trains synchronously (on-policy): leave config.async_config "
-                           "and config.stream_minibatch_config unset.")
+        raise OptionsError(
+            "The recipe trains synchronously (on-policy): leave config.async_config "
+            "and config.stream_minibatch_config unset."
+        )
 
 
 def resolve_renderer_name(config: rl_train.Config) -> str:

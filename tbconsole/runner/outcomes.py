@@ -120,7 +120,10 @@ def judge(result: Any, reward_key: str, capture: Capture | None = None) -> Outco
     rewards = result.verifier_result.rewards if result.verifier_result else None
     turns = capture.turns if capture is not None else []
     outcome = classify(
-        exc.exception_type if exc else None, exc.exception_message if exc else None, rewards, reward_key,
+        exc.exception_type if exc else None,
+        exc.exception_message if exc else None,
+        rewards,
+        reward_key,
         context_refused=bool(capture is not None and capture.stats.context_refused),
         output_limited=bool(turns) and turns[-1].stop_reason == "length",
     )
@@ -140,15 +143,21 @@ def infrastructure_failure(stats: Any, *, calls_model: bool) -> Outcome | None:
     failed = stats.sampler_failed
     if failed:
         last = stats.last_sampler_error or "no detail"
-        return failure(MODEL_CALL_FAILED,
-                       f"{failed} of {stats.requests} model call(s) failed at the gateway (last: {last}); "
-                       "the agent's result after a failed call is not the policy's doing")
+        return failure(
+            MODEL_CALL_FAILED,
+            f"{failed} of {stats.requests} model call(s) failed at the gateway (last: {last}); "
+            "the agent's result after a failed call is not the policy's doing",
+        )
     if calls_model and stats.captured == 0 and not stats.context_refused:
         if stats.requests == 0:
-            detail = ("no request reached the capture proxy: check that the sandbox can reach the "
-                      "proxy URL (harbor.advertised_host, harbor.listen_host)")
+            detail = (
+                "no request reached the capture proxy: check that the sandbox can reach the "
+                "proxy URL (harbor.advertised_host, harbor.listen_host)"
+            )
         else:
-            detail = (f"{stats.requests} request(s) reached the proxy and none was answered "
-                      f"({stats.rejected} refused as invalid, {stats.failed} failed)")
+            detail = (
+                f"{stats.requests} request(s) reached the proxy and none was answered "
+                f"({stats.rejected} refused as invalid, {stats.failed} failed)"
+            )
         return failure(NO_MODEL_CALL, f"the agent made no successful model call: {detail}")
     return None

@@ -50,7 +50,8 @@ def check_api_key(base_url: str | None) -> None:
     raise PreflightError(
         "TINKER_API_KEY is not set. Export the key of your Tinker account or gateway "
         "(export TINKER_API_KEY=tml-…); the local engine (tbconsole engine) accepts any tml- key, "
-        "e.g. TINKER_API_KEY=tml-local.")
+        "e.g. TINKER_API_KEY=tml-local."
+    )
 
 
 def check_tasks(task_dirs: list[Path], environment: dict, option: str) -> None:
@@ -74,15 +75,20 @@ def check_tasks(task_dirs: list[Path], environment: dict, option: str) -> None:
             refused.append(f"{info.path.name}: {info.local_note}, which the local sandbox cannot run")
     if not refused:
         return
-    shown = "; ".join(refused[:MAX_LISTED]) + (f"; and {len(refused) - MAX_LISTED} more" if len(refused) > MAX_LISTED
-                                                else "")
+    shown = "; ".join(refused[:MAX_LISTED]) + (
+        f"; and {len(refused) - MAX_LISTED} more" if len(refused) > MAX_LISTED else ""
+    )
     where = "the local sandbox" if local else "the configured environment"
     raise PreflightError(
         f"{option}: {len(refused)} of {len(task_dirs)} tasks cannot run in {where}: {shown}. "
-        + ("Set an environment that runs container images in trial.json (e.g. \"environment\": "
-           "{\"type\": \"docker\"} or e2b), or point " + option + " at tasks that run locally. "
-           if local else f"Fix those task folders or leave them out of {option}. ")
-        + "'tbconsole tasks DIR' lists every task with what it needs.")
+        + (
+            'Set an environment that runs container images in trial.json (e.g. "environment": '
+            '{"type": "docker"} or e2b), or point ' + option + " at tasks that run locally. "
+            if local
+            else f"Fix those task folders or leave them out of {option}. "
+        )
+        + "'tbconsole tasks DIR' lists every task with what it needs."
+    )
 
 
 def check_sandbox(environment: dict) -> None:

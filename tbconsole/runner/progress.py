@@ -33,9 +33,11 @@ class ProgressLog:
     def __call__(self, event: ev.Event) -> None:
         match event:
             case ev.RunStarted():
-                self._print(f"run {event.run_id}: {event.model_name} via {event.base_url}, steps "
-                            f"{event.start_step}→{event.total_steps}, {event.groups_per_batch} groups × "
-                            f"{event.group_size} trials, {len(event.tasks)} tasks, log {event.log_path}")
+                self._print(
+                    f"run {event.run_id}: {event.model_name} via {event.base_url}, steps "
+                    f"{event.start_step}→{event.total_steps}, {event.groups_per_batch} groups × "
+                    f"{event.group_size} trials, {len(event.tasks)} tasks, log {event.log_path}"
+                )
             case ev.GatewayHealth() if event.ok != self._last_health_ok:
                 self._last_health_ok = event.ok
                 state = f"ok ({event.latency_ms:.0f} ms)" if event.ok else f"DOWN: {event.error}"
@@ -48,29 +50,42 @@ class ProgressLog:
             case ev.TrialEnded():
                 reward = "-" if event.reward is None else f"{event.reward:g}"
                 extra = f" — {event.exception_type}: {event.exception_message}" if not event.scored else ""
-                self._print(f"step {event.step} group {event.group} {event.trial}: {event.outcome} "
-                            f"reward {reward}, {event.turns} turns, {event.output_tokens} tokens{extra}")
+                self._print(
+                    f"step {event.step} group {event.group} {event.trial}: {event.outcome} "
+                    f"reward {reward}, {event.turns} turns, {event.output_tokens} tokens{extra}"
+                )
             case ev.GroupEnded():
                 rewards = " ".join("-" if r is None else f"{r:g}" for r in event.rewards)
                 same = " (all equal: no signal)" if event.ok and len(set(event.rewards)) == 1 else ""
                 calls = self.requests.get((event.step, event.group), 0)
-                self._print(f"step {event.step} group {event.group}: rewards [{rewards}]{same}, {calls} model calls"
-                            + ("" if event.ok else f" — FAILED: {event.error}"))
+                self._print(
+                    f"step {event.step} group {event.group}: rewards [{rewards}]{same}, {calls} model calls"
+                    + ("" if event.ok else f" — FAILED: {event.error}")
+                )
             case ev.StepMetrics() if event.evaluation_only:
-                self._print(f"evaluated after {event.step} updates: " + ", ".join(
-                    f"{k} {v:.4g}" for k, v in sorted(event.metrics.items())))
+                self._print(
+                    f"evaluated after {event.step} updates: "
+                    + ", ".join(f"{k} {v:.4g}" for k, v in sorted(event.metrics.items()))
+                )
             case ev.StepMetrics():
                 parts = [f"{label} {event.metrics[key]:.4g}" for key, label in METRIC_LABELS if key in event.metrics]
                 self._print(f"step {event.step} trained: " + ", ".join(parts))
             case ev.CheckpointSaved():
                 self._print(f"checkpoint {event.name} at step {event.step}: {event.state_path}")
             case ev.ErrorRaised():
-                where = " ".join(part for part in (
-                    f"step {event.step}" if event.step is not None else "",
-                    f"group {event.group}" if event.group is not None else "",
-                    event.trial or "") if part)
-                self._print(f"ERROR{' ' + where if where else ''}: {event.exception_type}: {event.message}"
-                            + (f" ({event.trial_dir})" if event.trial_dir else ""))
+                where = " ".join(
+                    part
+                    for part in (
+                        f"step {event.step}" if event.step is not None else "",
+                        f"group {event.group}" if event.group is not None else "",
+                        event.trial or "",
+                    )
+                    if part
+                )
+                self._print(
+                    f"ERROR{' ' + where if where else ''}: {event.exception_type}: {event.message}"
+                    + (f" ({event.trial_dir})" if event.trial_dir else "")
+                )
             case ev.DecisionMade():
                 self._print(f"decision: {event.decision} ({event.by})")
             case ev.ControlChanged():

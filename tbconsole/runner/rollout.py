@@ -109,8 +109,11 @@ class RunContext:
         if not await self.control.batch_boundary():
             return False
         groups = self.dataset.get_batch(batch) if self.dataset is not None else []
-        self.publish(BatchStarted(step=batch, groups=[
-            {"group": g.group, "task": g.task_name, "trials": g.group_size} for g in groups]))
+        self.publish(
+            BatchStarted(
+                step=batch, groups=[{"group": g.group, "task": g.task_name, "trials": g.group_size} for g in groups]
+            )
+        )
         return True
 
 
@@ -144,19 +147,30 @@ class HarborRolloutStrategy(RolloutStrategy):
                 attempt += 1
                 gateway = self.ctx.gateway
                 if gateway is not None and gateway.down.is_set():
-                    self.ctx.publish(LogLine(level="warning", message=(
-                        f"step {builder.batch} group {builder.group}: retry waits for the gateway to answer")))
+                    self.ctx.publish(
+                        LogLine(
+                            level="warning",
+                            message=(
+                                f"step {builder.batch} group {builder.group}: retry waits for the gateway to answer"
+                            ),
+                        )
+                    )
                     await gateway.wait_up()
 
     async def _decide(self, builder: HarborGroupBuilder, failed: TrialFailed) -> str:
         ctx = self.ctx
-        ctx.publish(ErrorRaised(
-            step=builder.batch, group=builder.group, trial=failed.trial,
-            exception_type=failed.exception_type, message=failed.message,
-            trial_dir=failed.trial_dir, decision_needed=ctx.decision_timeout != 0,
-        ))
-        return await ctx.control.ask(builder.batch, builder.group, default="abort",
-                                     timeout=ctx.decision_timeout)
+        ctx.publish(
+            ErrorRaised(
+                step=builder.batch,
+                group=builder.group,
+                trial=failed.trial,
+                exception_type=failed.exception_type,
+                message=failed.message,
+                trial_dir=failed.trial_dir,
+                decision_needed=ctx.decision_timeout != 0,
+            )
+        )
+        return await ctx.control.ask(builder.batch, builder.group, default="abort", timeout=ctx.decision_timeout)
 
 
 @dataclass
@@ -172,28 +186,37 @@ class TrialRun:
         return TrialReward(self.outcome.reward, {f"exit_status/{self.outcome.status}": 1.0})
 
 
-async def run_group(ctx: RunContext, builder: HarborGroupBuilder, sampling_client: tinker.SamplingClient,
-                    attempt: int = 0) -> RolloutResult:
+async def run_group(
+    ctx: RunContext, builder: HarborGroupBuilder, sampling_client: tinker.SamplingClient, attempt: int = 0
+) -> RolloutResult:
     from tbconsole.proxy import CaptureProxy
 
     step, group = builder.batch, builder.group
     capture_dir, trial_ids = claim_attempt(ctx, builder, attempt)
     gateway = ctx.gateway
     proxy = CaptureProxy(
-        renderer=ctx.renderer, tokenizer=ctx.tokenizer, sampler=sampling_client,
-        default_max_tokens=ctx.max_tokens, capture_dir=capture_dir,
-        publish=ctx.publish, step=step, group=group,
-        listen_host=ctx.listen_host, advertised_host=ctx.advertised_host,
+        renderer=ctx.renderer,
+        tokenizer=ctx.tokenizer,
+        sampler=sampling_client,
+        default_max_tokens=ctx.max_tokens,
+        capture_dir=capture_dir,
+        publish=ctx.publish,
+        step=step,
+        group=group,
+        listen_host=ctx.listen_host,
+        advertised_host=ctx.advertised_host,
         on_sampler_error=(lambda _trial, _exc: gateway.suspect()) if gateway is not None else None,
     )
     await proxy.start()
     runs = [TrialRun(t) for t in trial_ids]
     try:
-        ctx.publish(GroupStarted(step=step, group=group, task=builder.task_name, trials=trial_ids,
-                                 proxy_url=proxy.url))
+        ctx.publish(GroupStarted(step=step, group=group, task=builder.task_name, trials=trial_ids, proxy_url=proxy.url))
         for run in runs:
-            ctx.publish(TrialPhaseChanged(step=step, group=group, trial=run.trial_id, phase=TrialPhase.QUEUED,
-                                          task=builder.task_name))
+            ctx.publish(
+                TrialPhaseChanged(
+                    step=step, group=group, trial=run.trial_id, phase=TrialPhase.QUEUED, task=builder.task_name
+                )
+            )
         limit = asyncio.Semaphore(ctx.max_parallel_trials)
         try:
             async with asyncio.TaskGroup() as tasks:  # first TrialFailed cancels the rest
@@ -244,24 +267,43 @@ async def _fail_when_gateway_down(ctx: RunContext, builder: HarborGroupBuilder) 
     if ctx.gateway is None:
         return
     await ctx.gateway.down.wait()
-    raise TrialFailed(f"{builder.task_name}.s{builder.batch}g{builder.group}", GATEWAY_DOWN,
-                      ctx.gateway.reason + " The group's trials were cancelled; none was scored.", None)
+    raise TrialFailed(
+        f"{builder.task_name}.s{builder.batch}g{builder.group}",
+        GATEWAY_DOWN,
+        ctx.gateway.reason + " The group's trials were cancelled; none was scored.",
+        None,
+    )
 
 
-async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun,
-                     limit: asyncio.Semaphore) -> None:
+async def _run_trial(
+    ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun, limit: asyncio.Semaphore
+) -> None:
     step, group = builder.batch, builder.group
     async with limit:
-        cred = proxy.register_trial(run.trial_id, context_window=ctx.template.proxy.context_window,
-                                    temperature=ctx.template.proxy.temperature)
-        config = ctx.template.config_for(builder.task_dir.resolve(), run.trial_id, cred.proxy_url, cred.api_key,
-                                         default_trials_dir=ctx.folder.trials(step))
+        cred = proxy.register_trial(
+            run.trial_id, context_window=ctx.template.proxy.context_window, temperature=ctx.template.proxy.temperature
+        )
+        config = ctx.template.config_for(
+            builder.task_dir.resolve(),
+            run.trial_id,
+            cred.proxy_url,
+            cred.api_key,
+            default_trials_dir=ctx.folder.trials(step),
+        )
         run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
         started = time.monotonic()
 
         async def on_phase(phase: TrialPhase) -> None:
-            ctx.publish(TrialPhaseChanged(step=step, group=group, trial=run.trial_id, phase=phase,
-                                          task=builder.task_name, trial_dir=run.trial_dir))
+            ctx.publish(
+                TrialPhaseChanged(
+                    step=step,
+                    group=group,
+                    trial=run.trial_id,
+                    phase=phase,
+                    task=builder.task_name,
+                    trial_dir=run.trial_dir,
+                )
+            )
 
         try:
             result = await run_harbor_trial(config, on_phase)
@@ -269,29 +311,42 @@ async def _run_trial(ctx: RunContext, builder: HarborGroupBuilder, proxy, run: T
             raise _failed(ctx, builder, run, failure(exc.exception_type, str(exc)), started) from None
 
     run.turns = proxy.turns(run.trial_id)
-    capture = Capture(stats=proxy.stats(run.trial_id), turns=run.turns, lost=proxy.lost_reason(run.trial_id),
-                      calls_model=ctx.template.calls_proxy)
+    capture = Capture(
+        stats=proxy.stats(run.trial_id),
+        turns=run.turns,
+        lost=proxy.lost_reason(run.trial_id),
+        calls_model=ctx.template.calls_proxy,
+    )
     run.outcome = outcome = judge(result, ctx.reward_key, capture)
     if not outcome.scored:
         raise _failed(ctx, builder, run, outcome, started)
     _publish_end(ctx, builder, run, outcome, started)
 
 
-def _failed(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome,
-            started: float) -> TrialFailed:
+def _failed(
+    ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome, started: float
+) -> TrialFailed:
     _publish_end(ctx, builder, run, outcome, started)
     return TrialFailed(run.trial_id, outcome.exception_type or outcome.status, outcome.message or "", run.trial_dir)
 
 
-def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome,
-                 started: float) -> None:
-    ctx.publish(TrialEnded(
-        step=builder.batch, group=builder.group, trial=run.trial_id, outcome=outcome.status,
-        scored=outcome.scored, reward=outcome.reward, turns=len(run.turns),
-        output_tokens=sum(len(t.output_tokens) for t in run.turns), trial_dir=run.trial_dir,
-        timings={"total": time.monotonic() - started},
-        exception_type=outcome.exception_type, exception_message=outcome.message,
-    ))
+def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome, started: float) -> None:
+    ctx.publish(
+        TrialEnded(
+            step=builder.batch,
+            group=builder.group,
+            trial=run.trial_id,
+            outcome=outcome.status,
+            scored=outcome.scored,
+            reward=outcome.reward,
+            turns=len(run.turns),
+            output_tokens=sum(len(t.output_tokens) for t in run.turns),
+            trial_dir=run.trial_dir,
+            timings={"total": time.monotonic() - started},
+            exception_type=outcome.exception_type,
+            exception_message=outcome.message,
+        )
+    )
 
 
 def to_trajectory(turns: list) -> Trajectory:
@@ -301,8 +356,9 @@ def to_trajectory(turns: list) -> Trajectory:
     transitions = [
         Transition(
             ob=tinker.ModelInput.from_ints(list(turn.prompt_tokens)),
-            ac=TokensWithLogprobs(tokens=list(turn.output_tokens), maybe_logprobs=list(turn.logprobs),
-                                  stop_reason=turn.stop_reason),
+            ac=TokensWithLogprobs(
+                tokens=list(turn.output_tokens), maybe_logprobs=list(turn.logprobs), stop_reason=turn.stop_reason
+            ),
             reward=0.0,
             episode_done=index == len(turns) - 1,
         )

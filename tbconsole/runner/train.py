@@ -76,8 +76,11 @@ class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
 
     def _saved(self, step: int, name: str, paths: dict[str, str] | None) -> None:
         paths = paths or {}
-        self._publish_event(CheckpointSaved(step=step, name=name, state_path=paths.get("state_path"),
-                                            sampler_path=paths.get("sampler_path")))
+        self._publish_event(
+            CheckpointSaved(
+                step=step, name=name, state_path=paths.get("state_path"), sampler_path=paths.get("sampler_path")
+            )
+        )
 
     async def save_periodic_async(self, step: int, loop_state: dict[str, Any]) -> dict[str, str]:
         paths = await super().save_periodic_async(step, loop_state)
@@ -107,8 +110,7 @@ class RunResult:
         return 0 if self.ended_well else 1
 
 
-async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
-               decision_timeout: float | None = 0) -> RunResult:
+async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl, decision_timeout: float | None = 0) -> RunResult:
     args = parsed.args
     config: rl_train.Config = args.config
     harbor = args.harbor
@@ -128,10 +130,18 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     renderer = get_renderer(renderer_name, tokenizer)
     gateway = health.GatewayWatch(base_url, publish)
     ctx = RunContext(
-        publish=publish, control=control, log_path=log_path, renderer=renderer, tokenizer=tokenizer,
-        template=template, max_tokens=config.max_tokens, reward_key=harbor.reward_key,
-        listen_host=harbor.listen_host, advertised_host=harbor.advertised_host,
-        max_parallel_trials=harbor.max_parallel_trials_per_group, decision_timeout=decision_timeout,
+        publish=publish,
+        control=control,
+        log_path=log_path,
+        renderer=renderer,
+        tokenizer=tokenizer,
+        template=template,
+        max_tokens=config.max_tokens,
+        reward_key=harbor.reward_key,
+        listen_host=harbor.listen_host,
+        advertised_host=harbor.advertised_host,
+        max_parallel_trials=harbor.max_parallel_trials_per_group,
+        decision_timeout=decision_timeout,
         gateway=gateway,
     )
     # The recipe's rollout strategy goes straight to the loop (not into the config, which the
@@ -139,8 +149,9 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     strategy = HarborRolloutStrategy(ctx)
     config = chz.replace(config, renderer_name=renderer_name)
 
-    ml_logger = ml_log.setup_logging(log_dir=config.log_path, wandb_project=config.wandb_project,
-                                     config=config, wandb_name=config.wandb_name)
+    ml_logger = ml_log.setup_logging(
+        log_dir=config.log_path, wandb_project=config.wandb_project, config=config, wandb_name=config.wandb_name
+    )
     cast(ml_log.MultiplexLogger, ml_logger).loggers.append(EventMetricsLogger(publish))
     _quiet_console_logging()
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
@@ -148,20 +159,23 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
 
     service_client = tinker.ServiceClient(base_url=config.base_url)
     if resume:
-        training_client = await service_client.create_training_client_from_state_with_optimizer_async(
-            resume.state_path)
+        training_client = await service_client.create_training_client_from_state_with_optimizer_async(resume.state_path)
     elif config.load_checkpoint_path:
         training_client = await service_client.create_training_client_from_state_async(config.load_checkpoint_path)
     else:
         training_client = await service_client.create_lora_training_client_async(
-            config.model_name, rank=config.lora_rank)
+            config.model_name, rank=config.lora_rank
+        )
 
     kl_reference_client = None
     if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
         reference = config.kl_reference_config
         assert reference is not None, "config.kl_reference_config is required with config.kl_penalty_coef > 0"
-        kl_reference_client = await _ready(service_client.create_sampling_client(
-            base_model=reference.base_model, model_path=reference.load_checkpoint_path))
+        kl_reference_client = await _ready(
+            service_client.create_sampling_client(
+                base_model=reference.base_model, model_path=reference.load_checkpoint_path
+            )
+        )
     evaluators = []
     if harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator
@@ -172,18 +186,31 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     num_batches = len(dataset)
     end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
     checkpoint_mgr = PublishingCheckpointManager(
-        training_client=training_client, service_client=service_client, log_path=config.log_path,
-        save_every=config.save_every, ttl_seconds=config.ttl_seconds,
-        rolling_save_every=config.rolling_save_every, rolling_ttl_seconds=config.rolling_ttl_seconds,
-        store=ml_logger.store, publish=publish,
+        training_client=training_client,
+        service_client=service_client,
+        log_path=config.log_path,
+        save_every=config.save_every,
+        ttl_seconds=config.ttl_seconds,
+        rolling_save_every=config.rolling_save_every,
+        rolling_ttl_seconds=config.rolling_ttl_seconds,
+        store=ml_logger.store,
+        publish=publish,
     )
-    publish(RunStarted(
-        run_id=uuid.uuid4().hex[:12], log_path=str(log_path), model_name=config.model_name,
-        base_url=base_url, renderer_name=renderer_name, total_steps=end_batch, start_step=start_batch,
-        groups_per_batch=dataset.groups_per_batch, group_size=dataset.group_size,
-        tasks=[p.name for p in dataset.tasks],
-        config=redact({"config": _plain(args.config), "harbor": _plain(harbor)}),
-    ))
+    publish(
+        RunStarted(
+            run_id=uuid.uuid4().hex[:12],
+            log_path=str(log_path),
+            model_name=config.model_name,
+            base_url=base_url,
+            renderer_name=renderer_name,
+            total_steps=end_batch,
+            start_step=start_batch,
+            groups_per_batch=dataset.groups_per_batch,
+            group_size=dataset.group_size,
+            tasks=[p.name for p in dataset.tasks],
+            config=redact({"config": _plain(args.config), "harbor": _plain(harbor)}),
+        )
+    )
     if resume:
         publish(LogLine(level="info", message=f"resuming at batch {start_batch} from {resume.state_path}"))
 
@@ -192,21 +219,32 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl,
     gc.freeze()
     inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
     background = [asyncio.create_task(inbox.run()), asyncio.create_task(gateway.run())]
-    training = asyncio.create_task(rl_train.do_sync_training(
-        start_batch=start_batch, end_batch=end_batch, num_batches=end_batch, config=config,
-        training_client=training_client, kl_reference_client=kl_reference_client, evaluators=evaluators,
-        dataset=dataset,
-        ml_logger=ml_logger, tokenizer=tokenizer, error_counter=None, strategy=strategy,
-        checkpoint_mgr=checkpoint_mgr,
-    ))
+    training = asyncio.create_task(
+        rl_train.do_sync_training(
+            start_batch=start_batch,
+            end_batch=end_batch,
+            num_batches=end_batch,
+            config=config,
+            training_client=training_client,
+            kl_reference_client=kl_reference_client,
+            evaluators=evaluators,
+            dataset=dataset,
+            ml_logger=ml_logger,
+            tokenizer=tokenizer,
+            error_counter=None,
+            strategy=strategy,
+            checkpoint_mgr=checkpoint_mgr,
+        )
+    )
     aborted = asyncio.create_task(control.abort_requested.wait())
     try:
         await asyncio.wait({training, aborted}, return_when=asyncio.FIRST_COMPLETED)
         if not training.done():  # abort: cancel the trials in flight; captures/events stay
             training.cancel()
             await asyncio.gather(training, return_exceptions=True)
-            result = RunResult(RunStatus.ABORTED, ctx.last_batch if ctx.last_batch is not None else start_batch,
-                               "aborted by request")
+            result = RunResult(
+                RunStatus.ABORTED, ctx.last_batch if ctx.last_batch is not None else start_batch, "aborted by request"
+            )
         else:
             result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch)
             if result.status == RunStatus.DONE and evaluators and config.eval_every > 0 and start_batch < end_batch:
@@ -256,14 +294,24 @@ def _failed_run(exc: Exception, ctx: RunContext, start_batch: int, publish) -> R
     step = ctx.last_batch if ctx.last_batch is not None else start_batch
     reason = f"{type(exc).__name__}: {str(exc)[:500]}"
     if _is_connection_error(exc):
-        hint = (f"the gateway at {ctx.gateway.base_url if ctx.gateway else 'config.base_url'} stopped answering "
-                "during training. Start it again, then rerun the same command: the run resumes from its "
-                "last checkpoint.")
+        hint = (
+            f"the gateway at {ctx.gateway.base_url if ctx.gateway else 'config.base_url'} stopped answering "
+            "during training. Start it again, then rerun the same command: the run resumes from its "
+            "last checkpoint."
+        )
     else:
-        hint = (f"see {log_file} for the traceback; rerun the same command to resume from "
-                "the last checkpoint.")
-    publish(ErrorRaised(step=step, group=None, trial=None, exception_type=type(exc).__name__,
-                        message=f"{reason} — {hint}", trial_dir=None, decision_needed=False))
+        hint = f"see {log_file} for the traceback; rerun the same command to resume from the last checkpoint."
+    publish(
+        ErrorRaised(
+            step=step,
+            group=None,
+            trial=None,
+            exception_type=type(exc).__name__,
+            message=f"{reason} — {hint}",
+            trial_dir=None,
+            decision_needed=False,
+        )
+    )
     return RunResult(RunStatus.FAILED, step, f"{reason}: {hint}")
 
 
@@ -271,7 +319,10 @@ async def _close_session(service_client: tinker.ServiceClient, status: RunStatus
     """Finish the run's session, so the gateway can let go of its live state (the local engine
     deletes its journal). Bounded: a dead gateway must not hold the run's end."""
     reasons: dict[RunStatus, Literal["success", "errored", "interrupted"]] = {
-        RunStatus.DONE: "success", RunStatus.STOPPED: "success", RunStatus.ABORTED: "interrupted"}
+        RunStatus.DONE: "success",
+        RunStatus.STOPPED: "success",
+        RunStatus.ABORTED: "interrupted",
+    }
     reason = reasons.get(status, "errored")
     try:
         await asyncio.wait_for(_ready(service_client.close(reason, detail=f"run {status}")), timeout)
@@ -282,8 +333,9 @@ async def _close_session(service_client: tinker.ServiceClient, status: RunStatus
 def _is_connection_error(exc: BaseException) -> bool:
     import aiohttp
 
-    return isinstance(exc, (tinker.APIConnectionError, tinker.APITimeoutError, aiohttp.ClientConnectionError,
-                            ConnectionError))
+    return isinstance(
+        exc, (tinker.APIConnectionError, tinker.APITimeoutError, aiohttp.ClientConnectionError, ConnectionError)
+    )
 
 
 async def _final_evaluation(evaluators, service_client, sampler_path, ml_logger, end_batch) -> None:

@@ -112,14 +112,23 @@ class TrialTemplate:
         agent = self.raw.get("agent") or {}
         return agent.get("name") or agent.get("import_path") or "agent"
 
-    def config_for(self, task_dir: Path, trial_name: str, proxy_url: str, proxy_api_key: str,
-                   default_trials_dir: Path):
+    def config_for(self, task_dir: Path, trial_name: str, proxy_url: str, proxy_api_key: str, default_trials_dir: Path):
         """The Harbor TrialConfig of one training trial, its agent pointed at the capture proxy."""
-        return self.harbor_config(task_dir, {"proxy_url": proxy_url, "proxy_api_key": proxy_api_key},
-                                  trial_name=trial_name, trials_dir=self.trials_dir(default_trials_dir))
+        return self.harbor_config(
+            task_dir,
+            {"proxy_url": proxy_url, "proxy_api_key": proxy_api_key},
+            trial_name=trial_name,
+            trials_dir=self.trials_dir(default_trials_dir),
+        )
 
-    def harbor_config(self, task_dir: Path, substitutions: dict[str, str] | None = None, *,
-                      trial_name: str = "", trials_dir: Path | None = None):
+    def harbor_config(
+        self,
+        task_dir: Path,
+        substitutions: dict[str, str] | None = None,
+        *,
+        trial_name: str = "",
+        trials_dir: Path | None = None,
+    ):
         """The Harbor TrialConfig of one trial of ``task_dir``: placeholders filled from
         ``substitutions``; ``trial_name`` and ``trials_dir`` when given, else trial.json's (or
         Harbor's defaults)."""
@@ -135,8 +144,9 @@ class TrialTemplate:
         try:
             return TrialConfig.model_validate(data)
         except ValidationError as exc:
-            details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
-                                for e in exc.errors(include_url=False))
+            details = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors(include_url=False)
+            )
             raise TrialConfigError(f"{self.source}: invalid trial config: {details}") from None
 
     def filled(self, substitutions: dict[str, str]) -> TrialTemplate:
@@ -168,8 +178,9 @@ def make_template(raw: dict[str, Any], source: str) -> TrialTemplate:
     raw["environment"] = environment
     template = TrialTemplate(raw=raw, proxy=proxy, source=source)
     # Validate once with stand-in values, so a bad key fails now and not in the first group.
-    config = template.config_for(Path("/nonexistent-task"), "check", "http://127.0.0.1:1/t/check",
-                                 "check", Path("/tmp"))
+    config = template.config_for(
+        Path("/nonexistent-task"), "check", "http://127.0.0.1:1/t/check", "check", Path("/tmp")
+    )
     _check_options(config, source)
     if uses_agents_dir:
         problem = agent_clis.problem(config.agent.name or "")
@@ -212,8 +223,9 @@ def translate(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], ProxySe
     if not isinstance(kwargs, dict):
         raise TrialConfigError(f"{source}: agent.kwargs must be an object.")
     context_window = kwargs.pop("max_seq_len", None)
-    if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int)
-                                       or context_window <= 0):
+    if context_window is not None and (
+        isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0
+    ):
         raise TrialConfigError(f"{source}: agent.kwargs.max_seq_len must be a positive integer.")
     temperature = None
     config = kwargs.get("config")
@@ -243,8 +255,9 @@ def _max_tokens(kwargs: dict[str, Any], agent: str, source: str) -> int | None:
     return value
 
 
-def _claude_code(agent: dict[str, Any], kwargs: dict[str, Any], context_window: int | None,
-                 temperature: float | None, source: str) -> None:
+def _claude_code(
+    agent: dict[str, Any], kwargs: dict[str, Any], context_window: int | None, temperature: float | None, source: str
+) -> None:
     max_tokens = _max_tokens(kwargs, "claude-code", source)
     if max_tokens is None:
         return
@@ -255,34 +268,41 @@ def _claude_code(agent: dict[str, Any], kwargs: dict[str, Any], context_window: 
     if own is not None and str(own) != str(max_tokens):
         raise TrialConfigError(
             f"{source}: agent 'claude-code': agent.kwargs.max_tokens={max_tokens} becomes "
-            f"agent.env.{CLAUDE_MAX_OUTPUT}, which already says {own!r}; keep one of them.")
+            f"agent.env.{CLAUDE_MAX_OUTPUT}, which already says {own!r}; keep one of them."
+        )
     env[CLAUDE_MAX_OUTPUT] = str(max_tokens)
 
 
-def _codex(agent: dict[str, Any], kwargs: dict[str, Any], context_window: int | None,
-           temperature: float | None, source: str) -> None:
+def _codex(
+    agent: dict[str, Any], kwargs: dict[str, Any], context_window: int | None, temperature: float | None, source: str
+) -> None:
     if kwargs.get("max_tokens") is not None:
         raise TrialConfigError(
             f"{source}: agent 'codex' has no setting for agent.kwargs.max_tokens (mini-swe-agent's "
             "option): Codex CLI sends no output limit, so the capture proxy caps every reply at the "
-            "recipe's config.max_tokens. Remove agent.kwargs.max_tokens (set config.max_tokens instead).")
+            "recipe's config.max_tokens. Remove agent.kwargs.max_tokens (set config.max_tokens instead)."
+        )
     if context_window is not None:
         config = kwargs.setdefault("config", {})
         if not isinstance(config, dict):
-            raise TrialConfigError(f"{source}: agent 'codex': agent.kwargs.config must be an object "
-                                   "(Codex's config.toml as JSON) to carry max_seq_len.")
+            raise TrialConfigError(
+                f"{source}: agent 'codex': agent.kwargs.config must be an object "
+                "(Codex's config.toml as JSON) to carry max_seq_len."
+            )
         config.setdefault("model_context_window", context_window)
 
 
-def _terminus_2(agent: dict[str, Any], kwargs: dict[str, Any], context_window: int | None,
-                temperature: float | None, source: str) -> None:
+def _terminus_2(
+    agent: dict[str, Any], kwargs: dict[str, Any], context_window: int | None, temperature: float | None, source: str
+) -> None:
     max_tokens = _max_tokens(kwargs, "terminus-2", source)
     if temperature is not None:
         own = kwargs.get("temperature")
         if own is not None and own != temperature:
             raise TrialConfigError(
                 f"{source}: agent 'terminus-2': agent.kwargs.temperature={own} and "
-                f"agent.kwargs.config.model.model_kwargs.temperature={temperature} disagree; keep one.")
+                f"agent.kwargs.config.model.model_kwargs.temperature={temperature} disagree; keep one."
+            )
         kwargs["temperature"] = temperature
     if max_tokens is not None:
         call = kwargs.setdefault("llm_call_kwargs", {})
@@ -321,13 +341,15 @@ def _without_seed_model(config: Any, agent: str, source: str) -> dict[str, Any]:
             raise TrialConfigError(
                 f"{source}: agent {agent!r} does not take mini-swe-agent's config; of "
                 "agent.kwargs.config.model only model_kwargs.temperature is honoured (at the capture "
-                f"proxy), and it also sets {', '.join(sorted('config.' + k for k in leftovers))}. Remove them.")
+                f"proxy), and it also sets {', '.join(sorted('config.' + k for k in leftovers))}. Remove them."
+            )
         native.pop("model")
     if native and agent not in NATIVE_CONFIG:
         raise TrialConfigError(
             f"{source}: agent {agent!r} takes no 'config' option, so agent.kwargs.config may only set "
             "model.model_kwargs.temperature (the recipe applies it at the capture proxy); it also sets "
-            f"{', '.join(sorted(native))}. Remove them or move them to agent.kwargs.")
+            f"{', '.join(sorted(native))}. Remove them or move them to agent.kwargs."
+        )
     return native
 
 
@@ -337,8 +359,9 @@ def _agent_accepts(agent: dict[str, Any], option: str) -> bool:
     from harbor.models.trial.config import AgentConfig
 
     try:
-        agent_class = AgentFactory.get_agent_class_from_config(AgentConfig.model_validate(
-            {k: v for k, v in agent.items() if k in ("name", "import_path")}))
+        agent_class = AgentFactory.get_agent_class_from_config(
+            AgentConfig.model_validate({k: v for k, v in agent.items() if k in ("name", "import_path")})
+        )
         agent_class.parse_options({option: {}})
     except Exception:
         return False

@@ -27,7 +27,22 @@ from tbconsole.state.model import (
 from tbconsole.state.reducer import reduce, reduce_all
 
 __all__ = [
-    "KEEP_STEPS", "LATENCY_LEN", "LOG_LEN", "MAX_TEXT", "MAX_TURNS", "PANELS", "TREND_LEN",
-    "Counters", "GatewayState", "GroupState", "RunState", "StepSummary", "TaskStats", "TrialState", "Turn",
-    "clip", "reduce", "reduce_all",
+    "KEEP_STEPS",
+    "LATENCY_LEN",
+    "LOG_LEN",
+    "MAX_TEXT",
+    "MAX_TURNS",
+    "PANELS",
+    "TREND_LEN",
+    "Counters",
+    "GatewayState",
+    "GroupState",
+    "RunState",
+    "StepSummary",
+    "TaskStats",
+    "TrialState",
+    "Turn",
+    "clip",
+    "reduce",
+    "reduce_all",
 ]

@@ -124,8 +124,9 @@ def _trial(state: RunState, step: int, gi: int, trial: str, task: str | None = N
             return None
         if trial not in g.trials:
             g.trials.append(trial)
-        t = state.trials[trial] = TrialState(trial=trial, step=step, group=gi, index=g.trials.index(trial),
-                                             task=task or g.task)
+        t = state.trials[trial] = TrialState(
+            trial=trial, step=step, group=gi, index=g.trials.index(trial), task=task or g.task
+        )
     return t
 
 
@@ -248,12 +249,23 @@ def proxy_request(state: RunState, e: ProxyRequest) -> None:
     g = _group(state, e.step, e.group)
     for c in (t.counters, g.counters, state.totals):
         c.add_request(e)
-    t.transcript.append(Turn(
-        index=t.counters.requests - 1, turn=e.turn, ts=e.ts, captured=e.captured, status=e.status,
-        prompt_tokens=e.prompt_tokens, output_tokens=e.output_tokens, stop_reason=e.stop_reason,
-        sample_ms=e.sample_ms, total_ms=e.total_ms, error=clip(e.error, 2000),
-        output_text=clip(e.output_text), messages=_clip_messages(e.messages),
-    ))
+    t.transcript.append(
+        Turn(
+            index=t.counters.requests - 1,
+            turn=e.turn,
+            ts=e.ts,
+            captured=e.captured,
+            status=e.status,
+            prompt_tokens=e.prompt_tokens,
+            output_tokens=e.output_tokens,
+            stop_reason=e.stop_reason,
+            sample_ms=e.sample_ms,
+            total_ms=e.total_ms,
+            error=clip(e.error, 2000),
+            output_text=clip(e.output_text),
+            messages=_clip_messages(e.messages),
+        )
+    )
     state.changed_trials.add(e.trial)
     state.mark_changed("captures", "trials")
 

@@ -302,8 +302,11 @@ class RunState:
         return max(0.0, end - self.started)
 
     def step_durations(self) -> list[float]:
-        return [s.duration for s in sorted(self.steps.values(), key=lambda s: s.step)
-                if s.ended is not None and s.duration is not None]
+        return [
+            s.duration
+            for s in sorted(self.steps.values(), key=lambda s: s.step)
+            if s.ended is not None and s.duration is not None
+        ]
 
     def eta(self, now: float) -> float | None:
         """Seconds to the last step: mean of the last five trained steps' durations times the
@@ -381,4 +384,3 @@ class RunState:
             if key in self.metrics_latest:
                 return key, self.metrics_latest[key], [v for _, v in self.metrics.get(key, ())]
         return None, None, []
-

@@ -116,14 +116,23 @@ def _run_ended(state: RunState, e: RunEnded) -> None:
     state.pending_decision = None
     cancel_unfinished(state, list(state.trials), e.ts)
     state.mark_changed("header", "decision", "trials", "gateway")
-    add_log(state, e.ts, "info" if e.status in (RunStatus.DONE, RunStatus.STOPPED) else "error",
-            f"run {e.status} at step {e.step}" + (f": {e.message}" if e.message else ""))
+    add_log(
+        state,
+        e.ts,
+        "info" if e.status in (RunStatus.DONE, RunStatus.STOPPED) else "error",
+        f"run {e.status} at step {e.step}" + (f": {e.message}" if e.message else ""),
+    )
 
 
 def _control(state: RunState, e: ControlChanged) -> None:
     state.control = e.state
     if state.pending_decision is not None and e.state in (
-            ControlState.ABORTING, ControlState.RUNNING, ControlState.STOPPING, RunStatus.DONE, RunStatus.FAILED):
+        ControlState.ABORTING,
+        ControlState.RUNNING,
+        ControlState.STOPPING,
+        RunStatus.DONE,
+        RunStatus.FAILED,
+    ):
         state.pending_decision = None
         state.mark_changed("decision")
     state.mark_changed("header")

@@ -61,11 +61,21 @@ class ConsoleApp(App[int]):
         Binding("q", "quit_console", "Quit"),
     ]
 
-    def __init__(self, *, source=None, controls=None, replay: Replay | None = None, replay_path=None,
-                 theme: str | None = None,
-                 clock: Callable[[], float] | None = None, mode: str = "live",
-                 work: Callable[[], Awaitable[Any]] | None = None, refresh_hz: float = 10.0,
-                 drain_budget_s: float = 0.02, on_first_frame: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        *,
+        source=None,
+        controls=None,
+        replay: Replay | None = None,
+        replay_path=None,
+        theme: str | None = None,
+        clock: Callable[[], float] | None = None,
+        mode: str = "live",
+        work: Callable[[], Awaitable[Any]] | None = None,
+        refresh_hz: float = 10.0,
+        drain_budget_s: float = 0.02,
+        on_first_frame: Callable[[], None] | None = None,
+    ):
         super().__init__()
         self.state = RunState()
         self.inbox = Inbox()
@@ -253,14 +263,25 @@ class ConsoleApp(App[int]):
         self.send("resume")
 
     def action_stop(self) -> None:
-        self.push_screen(ConfirmScreen("Stop the run cleanly? The current batch is finished and trained, "
-                                       "a checkpoint is saved, and the run exits.", yes="Stop run"),
-                         lambda ok: ok and self.send("stop"))
+        self.push_screen(
+            ConfirmScreen(
+                "Stop the run cleanly? The current batch is finished and trained, "
+                "a checkpoint is saved, and the run exits.",
+                yes="Stop run",
+            ),
+            lambda ok: ok and self.send("stop"),
+        )
 
     def action_abort(self) -> None:
-        self.push_screen(ConfirmScreen("Abort the run now? Running trials are cancelled; what was captured "
-                                       "is kept, this batch is not trained.", yes="Abort run", variant="error"),
-                         lambda ok: ok and self.send("abort"))
+        self.push_screen(
+            ConfirmScreen(
+                "Abort the run now? Running trials are cancelled; what was captured "
+                "is kept, this batch is not trained.",
+                yes="Abort run",
+                variant="error",
+            ),
+            lambda ok: ok and self.send("abort"),
+        )
 
     def action_decide(self) -> None:
         self.open_decision()
@@ -279,8 +300,10 @@ class ConsoleApp(App[int]):
         self.theme = names[(current + 1) % len(names)]
 
     def action_quit_console(self) -> None:
-        run_going = self.work_worker is not None and self.work_worker.state in (WorkerState.PENDING,
-                                                                                 WorkerState.RUNNING)
+        run_going = self.work_worker is not None and self.work_worker.state in (
+            WorkerState.PENDING,
+            WorkerState.RUNNING,
+        )
         if not run_going:
             self.exit(0)
             return
@@ -293,9 +316,14 @@ class ConsoleApp(App[int]):
             if ok and self.send("stop"):
                 self.quit_after_run = True
 
-        self.push_screen(ConfirmScreen("The run is still going in this process. Stop it cleanly (finish and "
-                                       "train this batch, checkpoint) and quit when it has stopped?",
-                                       yes="Stop and quit"), answer)
+        self.push_screen(
+            ConfirmScreen(
+                "The run is still going in this process. Stop it cleanly (finish and "
+                "train this batch, checkpoint) and quit when it has stopped?",
+                yes="Stop and quit",
+            ),
+            answer,
+        )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker is not self.work_worker:
@@ -370,8 +398,9 @@ class ConsoleApp(App[int]):
             if self.check_action(action, ()):
                 yield SystemCommand(title, help_text, callback)
         if isinstance(screen, MainScreen):
-            yield SystemCommand("Filter trials", "Show only trials matching words (task, outcome, …)",
-                                screen.action_filter)
+            yield SystemCommand(
+                "Filter trials", "Show only trials matching words (task, outcome, …)", screen.action_filter
+            )
             trial = screen.grid.selected_trial()
             if trial is not None:
                 yield SystemCommand("Open transcript", f"Transcript of {trial}", lambda: self.open_transcript(trial))

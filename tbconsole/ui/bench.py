@@ -65,7 +65,7 @@ async def _feed(events, chunk: int) -> dict:
 
         def produce() -> None:
             for i in range(0, len(events), chunk):
-                app.inbox.put_many(events[i: i + chunk])
+                app.inbox.put_many(events[i : i + chunk])
 
         t0 = time.perf_counter()
         producer = threading.Thread(target=produce, daemon=True)
@@ -79,9 +79,17 @@ async def _feed(events, chunk: int) -> dict:
         stop.set()
         await probe_task
         producer.join()
-        result.update(ingest_s=ingest_s, draw_s=draw_s, rss_before=rss_before, rss_after=rss_mb(),
-                      lag_max=max(lags) if lags else 0.0, lag_p99=sorted(lags)[int(len(lags) * 0.99)] if lags else 0.0,
-                      ticks=app.ticks, trials=len(app.state.trials), steps=app.state.step)
+        result.update(
+            ingest_s=ingest_s,
+            draw_s=draw_s,
+            rss_before=rss_before,
+            rss_after=rss_mb(),
+            lag_max=max(lags) if lags else 0.0,
+            lag_p99=sorted(lags)[int(len(lags) * 0.99)] if lags else 0.0,
+            ticks=app.ticks,
+            trials=len(app.state.trials),
+            steps=app.state.step,
+        )
     return result
 
 
@@ -90,8 +98,14 @@ def _first_frame(log_path: Path) -> float:
     env = dict(os.environ, TBCONSOLE_EXIT_AFTER_FIRST_FRAME="1", COLUMNS="120", LINES="36", TERM="xterm-256color")
     master, slave = pty.openpty()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "tbconsole.ui.cli", "attach", str(log_path)],
-                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tbconsole.ui.cli", "attach", str(log_path)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
     os.close(slave)
     try:
         while proc.poll() is None:
@@ -121,11 +135,15 @@ def run(args) -> int:
     rate = n / r["ingest_s"]
     grown = r["rss_after"] - r["rss_before"]
     print(f"console benchmark: {n} synthetic events ({r['steps'] + 1} steps), app headless at 120x36")
-    print(f"  ingested      {rate:10,.0f} events/s   ({r['ingest_s']:.2f} s; drawn by {r['draw_s']:.2f} s;"
-          f" {r['ticks']} refresh ticks)")
+    print(
+        f"  ingested      {rate:10,.0f} events/s   ({r['ingest_s']:.2f} s; drawn by {r['draw_s']:.2f} s;"
+        f" {r['ticks']} refresh ticks)"
+    )
     print(f"  bare reducer  {bare:10,.0f} events/s   (baseline; the app reaches {rate / bare:.0%} of it)")
-    print(f"  worst UI lag  {r['lag_max'] * 1000:10.1f} ms        "
-          f"(p99 {r['lag_p99'] * 1000:.1f} ms; a 10 ms timer on the app loop)")
+    print(
+        f"  worst UI lag  {r['lag_max'] * 1000:10.1f} ms        "
+        f"(p99 {r['lag_p99'] * 1000:.1f} ms; a 10 ms timer on the app loop)"
+    )
     print(f"  memory        {r['rss_before']:10.1f} MB before, {r['rss_after']:.1f} MB after ({grown:+.1f} MB)")
     ok = rate >= 5000 and r["lag_max"] <= 0.1 and grown <= 50
     if not args.no_attach:
@@ -135,11 +153,14 @@ def run(args) -> int:
             _first_frame(small)  # warm the file cache
             first_small = min(_first_frame(small) for _ in range(3))
             first_big = min(_first_frame(big) for _ in range(2))
-        print(f"  attach        {first_small:10.2f} s to first frame (2k-event run); "
-              f"{first_big:.2f} s ({n // 1000}k-event run); includes interpreter start")
+        print(
+            f"  attach        {first_small:10.2f} s to first frame (2k-event run); "
+            f"{first_big:.2f} s ({n // 1000}k-event run); includes interpreter start"
+        )
         ok = ok and first_small <= 1.0 and first_big <= 1.0
-    print("  targets       ≥5,000 events/s, lag ≤100 ms, memory +≤50 MB, first frame ≤1 s: "
-          f"{'met' if ok else 'NOT met'}")
+    print(
+        f"  targets       ≥5,000 events/s, lag ≤100 ms, memory +≤50 MB, first frame ≤1 s: {'met' if ok else 'NOT met'}"
+    )
     return 0 if ok else 1
 
 

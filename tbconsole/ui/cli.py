@@ -27,15 +27,24 @@ from tbconsole.runfolder import EVENTS_FILE, RunFolder
 
 
 def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("log_path", type=Path, metavar="LOG_PATH",
-                        help="the run's log_path (the folder with events.jsonl), or an events.jsonl file")
+    parser.add_argument(
+        "log_path",
+        type=Path,
+        metavar="LOG_PATH",
+        help="the run's log_path (the folder with events.jsonl), or an events.jsonl file",
+    )
     parser.add_argument("--theme", default=None, help="theme name (dark, light, or any in themes/)")
-    parser.add_argument("--replay", action="store_true",
-                        help="replay even if the run is still going (no controls)")
-    parser.add_argument("--screenshot", type=Path, metavar="FILE.svg", default=None,
-                        help="write the console at the run's last event as an SVG and exit (no terminal needed)")
-    parser.add_argument("--size", default="140x44", metavar="COLSxROWS",
-                        help="terminal size for --screenshot (default: %(default)s)")
+    parser.add_argument("--replay", action="store_true", help="replay even if the run is still going (no controls)")
+    parser.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="FILE.svg",
+        default=None,
+        help="write the console at the run's last event as an SVG and exit (no terminal needed)",
+    )
+    parser.add_argument(
+        "--size", default="140x44", metavar="COLSxROWS", help="terminal size for --screenshot (default: %(default)s)"
+    )
     parser.set_defaults(handler=run_attach)
 
 
@@ -54,8 +63,7 @@ def run_attach(args: argparse.Namespace) -> int:
     if args.replay or run_has_ended(run_dir) or log_path.is_file():
         app = ConsoleApp(replay_path=events_file, theme=args.theme)
     else:
-        app = ConsoleApp(source=TailSource(run_dir), controls=FileControls(run_dir), theme=args.theme,
-                         mode="attach")
+        app = ConsoleApp(source=TailSource(run_dir), controls=FileControls(run_dir), theme=args.theme, mode="attach")
     if os.environ.get("TBCONSOLE_EXIT_AFTER_FIRST_FRAME"):  # the benchmark's first-frame probe
         app.on_first_frame = lambda: app.exit(0)
     app.run()
@@ -93,8 +101,7 @@ class ConsoleResult:
     exit_code: int = 0
 
 
-def run_console(bus, control, theme: str | None = None, *,
-                work: Callable[[], Awaitable[Any]]) -> ConsoleResult:
+def run_console(bus, control, theme: str | None = None, *, work: Callable[[], Awaitable[Any]]) -> ConsoleResult:
     """Open the console over a run in this process; returns when the console closes.
 
     The run is a worker in the app's loop: ``work``, a zero-argument async callable, is started
@@ -120,6 +127,7 @@ def run_console(bus, control, theme: str | None = None, *,
 
 # -- demo-events: the console over a synthetic run ------------------------------------------------
 
+
 def _demo_events(args: argparse.Namespace) -> int:
     from tbconsole.events import EventBus
     from tbconsole.ui.app import ConsoleApp
@@ -144,8 +152,9 @@ def _demo_events(args: argparse.Namespace) -> int:
 
         inbox = asyncio.create_task(ControlInbox(args.log_path, control).run())  # for `attach` from elsewhere
         try:
-            events = list(synthetic_run(steps=args.steps, error_at=(1, 2), seed=args.seed, end=False,
-                                        log_path=str(args.log_path)))
+            events = list(
+                synthetic_run(steps=args.steps, error_at=(1, 2), seed=args.seed, end=False, log_path=str(args.log_path))
+            )
             return await play(bus, control, events, speed=speed)
         finally:
             inbox.cancel()

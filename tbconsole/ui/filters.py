@@ -23,8 +23,19 @@ def trial_matches(trial: TrialState, query: str) -> bool:
     words = query.lower().split()
     if not words:
         return True
-    hay = " ".join(filter(None, (trial.task, trial.outcome, trial.phase, trial.trial, trial.exception_type,
-                                  "cancelled" if trial.cancelled else None))).lower()
+    hay = " ".join(
+        filter(
+            None,
+            (
+                trial.task,
+                trial.outcome,
+                trial.phase,
+                trial.trial,
+                trial.exception_type,
+                "cancelled" if trial.cancelled else None,
+            ),
+        )
+    ).lower()
     for word in words:
         if word.startswith("reward="):
             try:

@@ -56,8 +56,9 @@ def sparkline(values: Sequence[float | None], width: int, lo: float | None = Non
     return "".join(SPARK[i] for i in scale(points, len(SPARK), lo, hi))
 
 
-def histogram(values: Sequence[float | None], bins: int, lo: float | None = None,
-              hi: float | None = None) -> tuple[list[int], list[float]]:
+def histogram(
+    values: Sequence[float | None], bins: int, lo: float | None = None, hi: float | None = None
+) -> tuple[list[int], list[float]]:
     """Counts per bin and the bins' edges (``bins + 1`` of them). Values outside [lo, hi] go to
     the end bins; the last bin is closed on the right."""
     data = finite(values)
@@ -94,6 +95,7 @@ def reward_bins(values: Sequence[float | None]) -> tuple[list[int], list[str]]:
     distinct = sorted(set(data))
     if 0 < len(distinct) <= 6:
         return [sum(1 for v in data if v == d) for d in distinct], [f"{d:g}" for d in distinct]
-    counts, edges = histogram(data, 10, 0.0 if data and min(data) >= 0 else None,
-                              1.0 if data and max(data) <= 1 and min(data) >= 0 else None)
+    counts, edges = histogram(
+        data, 10, 0.0 if data and min(data) >= 0 else None, 1.0 if data and max(data) <= 1 and min(data) >= 0 else None
+    )
     return counts, [f"{edges[i]:.2g}" for i in range(len(counts))]

@@ -44,45 +44,75 @@ class MetricRow(NamedTuple):
 
 
 METRIC_ROWS: tuple[MetricRow, ...] = (
-    MetricRow("KL v1", ("optim/kl_sample_train_v1",),
-              "optim/kl_sample_train_v1: KL between the sampler's and the trainer's log-probs of the sampled "
-              "tokens, first-order estimate v1 (mean of sampler minus trainer log-prob). Near 0: both see the "
-              "same policy; growing: the samples are off-policy or the two disagree."),
-    MetricRow("KL v2", ("optim/kl_sample_train_v2",),
-              "optim/kl_sample_train_v2: the same sampler-vs-trainer KL, second-order estimate v2 (half the mean "
-              "squared log-prob difference; never negative)."),
-    MetricRow("entropy", ("optim/entropy",),
-              "optim/entropy: the sampling policy's entropy, estimated on the sampled tokens (minus their mean "
-              "log-prob). Falling fast: the policy is collapsing onto few answers."),
-    MetricRow("loss", ("loss:sum", "loss:mean", "optim/loss", "train/loss", "loss"),
-              "loss:sum: the training loss of the step's update (config.loss_fn, summed over tokens). Shown only "
-              "when the run logs it.", optional=True),
-    MetricRow("grad norm", ("grad_norm:mean", "optim/grad_norm", "grad_norm"),
-              "grad_norm:mean: norm of the gradient of the step's update, before clipping."),
+    MetricRow(
+        "KL v1",
+        ("optim/kl_sample_train_v1",),
+        "optim/kl_sample_train_v1: KL between the sampler's and the trainer's log-probs of the sampled "
+        "tokens, first-order estimate v1 (mean of sampler minus trainer log-prob). Near 0: both see the "
+        "same policy; growing: the samples are off-policy or the two disagree.",
+    ),
+    MetricRow(
+        "KL v2",
+        ("optim/kl_sample_train_v2",),
+        "optim/kl_sample_train_v2: the same sampler-vs-trainer KL, second-order estimate v2 (half the mean "
+        "squared log-prob difference; never negative).",
+    ),
+    MetricRow(
+        "entropy",
+        ("optim/entropy",),
+        "optim/entropy: the sampling policy's entropy, estimated on the sampled tokens (minus their mean "
+        "log-prob). Falling fast: the policy is collapsing onto few answers.",
+    ),
+    MetricRow(
+        "loss",
+        ("loss:sum", "loss:mean", "optim/loss", "train/loss", "loss"),
+        "loss:sum: the training loss of the step's update (config.loss_fn, summed over tokens). Shown only "
+        "when the run logs it.",
+        optional=True,
+    ),
+    MetricRow(
+        "grad norm",
+        ("grad_norm:mean", "optim/grad_norm", "grad_norm"),
+        "grad_norm:mean: norm of the gradient of the step's update, before clipping.",
+    ),
     MetricRow("lr", ("optim/lr",), "optim/lr: the learning rate used for the step."),
-    MetricRow("tokens", ("env/all/total_ac_tokens", "env/all/ac_tokens_per_turn"),
-              "env/all/total_ac_tokens: action (sampled output) tokens the step trained on, all trials."),
-    MetricRow("step time", ("time/total", "time/step", "time/train"),
-              "time/total: wall-clock seconds of the whole step: sampling the batch (the trials) and training."),
-    MetricRow("KL ref", ("kl_policy_base",),
-              "kl_policy_base: KL between the policy and the reference (base) model: how far training has "
-              "drifted from it. Reported when config.kl_penalty_coef > 0.", optional=True),
-    MetricRow("held-out", ("eval/heldout/reward",),
-              "eval/heldout/reward: mean reward of the current weights on the held-out tasks "
-              "(harbor.eval_tasks_dir), never trained on; scored every config.eval_every steps and after the "
-              "last.", optional=True),
+    MetricRow(
+        "tokens",
+        ("env/all/total_ac_tokens", "env/all/ac_tokens_per_turn"),
+        "env/all/total_ac_tokens: action (sampled output) tokens the step trained on, all trials.",
+    ),
+    MetricRow(
+        "step time",
+        ("time/total", "time/step", "time/train"),
+        "time/total: wall-clock seconds of the whole step: sampling the batch (the trials) and training.",
+    ),
+    MetricRow(
+        "KL ref",
+        ("kl_policy_base",),
+        "kl_policy_base: KL between the policy and the reference (base) model: how far training has "
+        "drifted from it. Reported when config.kl_penalty_coef > 0.",
+        optional=True,
+    ),
+    MetricRow(
+        "held-out",
+        ("eval/heldout/reward",),
+        "eval/heldout/reward: mean reward of the current weights on the held-out tasks "
+        "(harbor.eval_tasks_dir), never trained on; scored every config.eval_every steps and after the "
+        "last.",
+        optional=True,
+    ),
 )
 
 GATEWAY_HELP = {
     "status": "The gateway's last health probe (GET /api/v1/healthz, every few seconds during the run) and how "
-              "long ago it answered. After the run ended nobody probes it.",
+    "long ago it answered. After the run ended nobody probes it.",
     "probes": "Health probes sent during the run, how many of them failed, the last one's round-trip time and "
-              "a sparkline of the last 60 (a failed probe: 0). Two failures in a row (four timeouts) mark the "
-              "gateway down, which cancels the groups in flight.",
+    "a sparkline of the last 60 (a failed probe: 0). Two failures in a row (four timeouts) mark the "
+    "gateway down, which cancels the groups in flight.",
     "url": "The gateway's base URL (config.base_url).",
     "model": "The base model being trained.",
     "sampler": "The weights the capture proxy samples from: a saved sampler checkpoint, or the weights after "
-               "N updates (the batch of step N samples the weights after N updates).",
+    "N updates (the batch of step N samples the weights after N updates).",
     "error": "The last failed probe's error, and how long ago.",
 }
 
@@ -98,9 +128,9 @@ CAPTURE_HELP = {
 
 HEADER_HELP = {
     "step": "The step being sampled or trained, counted from 0 as in the log, metrics, checkpoints and folders; "
-            "then how many of the run's steps are trained.",
+    "then how many of the run's steps are trained.",
     "held-out evaluation": "The current weights are being scored on the held-out tasks (before every "
-                           "config.eval_every-th step, and after the last); its trials are not in the grid.",
+    "config.eval_every-th step, and after the last); its trials are not in the grid.",
     "ETA": "Time to the last step: the mean of the last five trained steps times the steps left.",
 }
 

@@ -86,8 +86,9 @@ class BusSource:
         if self.bus.path is None or end == 0:
             self._release(inbox)
             return
-        self._thread = threading.Thread(target=self._read_file, args=(inbox, self.bus.path, end),
-                                        name="tbconsole-backlog", daemon=True)
+        self._thread = threading.Thread(
+            target=self._read_file, args=(inbox, self.bus.path, end), name="tbconsole-backlog", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -254,7 +255,7 @@ class Replay:
         if position < self.position:
             self.state = RunState()
             self.position = 0
-        for event in self.events[self.position:position]:
+        for event in self.events[self.position : position]:
             reduce(self.state, event)
         self.position = position
         return self.state
@@ -283,6 +284,7 @@ class Replay:
 
 
 # -- controls -------------------------------------------------------------------------------
+
 
 class NoControls:
     available = False
@@ -357,4 +359,3 @@ def allowed_commands(state: RunState, controls_available: bool) -> set[str]:
     if state.pending_decision is not None:
         out.add("decide")
     return out
-

@@ -41,8 +41,14 @@ from tbconsole.events import (
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 TASKS = {  # task -> chance of solving
-    "hello-file": 1.0, "count-errors": 0.6, "csv-column": 0.5, "fix-shebang": 0.8,
-    "git-branch-commit": 0.3, "recover-lost-commit": 0.0, "json-active-users": 0.4, "rename-ext": 0.7,
+    "hello-file": 1.0,
+    "count-errors": 0.6,
+    "csv-column": 0.5,
+    "fix-shebang": 0.8,
+    "git-branch-commit": 0.3,
+    "recover-lost-commit": 0.0,
+    "json-active-users": 0.4,
+    "rename-ext": 0.7,
 }
 HOSTILE = [
     "[bold red]not bold[/bold red] and [link=http://x]link[/link]",
@@ -58,8 +64,9 @@ REPLIES = [
 ]
 
 
-def _metrics(step: int, total: int, rewards: list[float], turns: int, tokens: int, duration: float,
-             rng: random.Random) -> dict[str, float]:
+def _metrics(
+    step: int, total: int, rewards: list[float], turns: int, tokens: int, duration: float, rng: random.Random
+) -> dict[str, float]:
     mean = sum(rewards) / len(rewards) if rewards else 0.0
     decay = math.exp(-step / 8)
     return {
@@ -97,12 +104,24 @@ class _Clock:
             yield heapq.heappop(self.heap)[2]
 
 
-def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed: int = 0, t0: float = T0,
-                  turns: tuple[int, int] = (2, 6), error_at: tuple[int, int] | None = None,
-                  decision: str | None = "retry_group", pause_after: int | None = None,
-                  stop_after: int | None = None, hostile: bool = True, text: bool = True,
-                  end: bool = True, log_path: str = "/tmp/tbconsole-demo",
-                  trials_dir: str | None = None) -> Iterator[Event]:
+def synthetic_run(
+    *,
+    steps: int = 3,
+    groups: int = 4,
+    group_size: int = 4,
+    seed: int = 0,
+    t0: float = T0,
+    turns: tuple[int, int] = (2, 6),
+    error_at: tuple[int, int] | None = None,
+    decision: str | None = "retry_group",
+    pause_after: int | None = None,
+    stop_after: int | None = None,
+    hostile: bool = True,
+    text: bool = True,
+    end: bool = True,
+    log_path: str = "/tmp/tbconsole-demo",
+    trials_dir: str | None = None,
+) -> Iterator[Event]:
     """Yield a run's events in order. ``error_at=(step, group)`` raises an error needing a
     decision in that group (``decision`` None leaves it pending and ends the stream there);
     ``pause_after`` pauses after that step's batch for a while; ``stop_after`` stops cleanly
@@ -110,10 +129,19 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
     rng = random.Random(seed)
     tasks = list(TASKS)
     now = t0
-    yield RunStarted(ts=now, run_id=f"demo-{seed}", log_path=log_path, model_name="Qwen/Qwen3-4B-Instruct-2507",
-                     base_url="http://127.0.0.1:10613", renderer_name="qwen3", total_steps=steps,
-                     groups_per_batch=groups, group_size=group_size, tasks=tasks,
-                     config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"})
+    yield RunStarted(
+        ts=now,
+        run_id=f"demo-{seed}",
+        log_path=log_path,
+        model_name="Qwen/Qwen3-4B-Instruct-2507",
+        base_url="http://127.0.0.1:10613",
+        renderer_name="qwen3",
+        total_steps=steps,
+        groups_per_batch=groups,
+        group_size=group_size,
+        tasks=tasks,
+        config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"},
+    )
     yield ControlChanged(ts=now, state=ControlState.RUNNING)
     sampler = None
     trial_serial = 0
@@ -121,8 +149,13 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
         clock = _Clock()
         start = now + 0.5
         picked = [tasks[(step * groups + g) % len(tasks)] for g in range(groups)]
-        clock.add(BatchStarted(ts=start, step=step, groups=[
-            {"group": g, "task": picked[g], "trials": group_size} for g in range(groups)]))
+        clock.add(
+            BatchStarted(
+                ts=start,
+                step=step,
+                groups=[{"group": g, "task": picked[g], "trials": group_size} for g in range(groups)],
+            )
+        )
         batch_end = start
         all_rewards: list[float] = []
         total_turns = 0
@@ -137,8 +170,16 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                 for _ in range(group_size):
                     trial_serial += 1
                     names.append(f"{task}__{trial_serial:05d}")
-                clock.add(GroupStarted(ts=g_start, step=step, group=g, task=task, trials=names,
-                                       proxy_url=f"http://127.0.0.1:{40000 + g}"))
+                clock.add(
+                    GroupStarted(
+                        ts=g_start,
+                        step=step,
+                        group=g,
+                        task=task,
+                        trials=names,
+                        proxy_url=f"http://127.0.0.1:{40000 + g}",
+                    )
+                )
                 failing = error_at == (step, g) and attempt == 0
                 rewards: list[float | None] = []
                 g_end = g_start
@@ -148,8 +189,11 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                     t = g_start + 0.01 * i
                     clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
                     t += rng.uniform(0.2, 1.5)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.ENVIRONMENT, task=task,
-                                         trial_dir=tdir))
+                    clock.add(
+                        TrialPhase(
+                            ts=t, step=step, group=g, trial=name, phase=Phase.ENVIRONMENT, task=task, trial_dir=tdir
+                        )
+                    )
                     t += rng.uniform(0.5, 2.0)
                     clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT_SETUP, task=task))
                     t += rng.uniform(0.3, 1.0)
@@ -168,31 +212,64 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                             reply = REPLIES[k % len(REPLIES)]
                             if hostile and rng.random() < 0.3:
                                 reply = reply + "\n" + HOSTILE[rng.randrange(len(HOSTILE))]
-                            tool_output = (f"<returncode>0</returncode>\n<output>step {k} output\n"
-                                           f"{HOSTILE[k % len(HOSTILE)] if hostile else ''}</output>")
+                            tool_output = (
+                                f"<returncode>0</returncode>\n<output>step {k} output\n"
+                                f"{HOSTILE[k % len(HOSTILE)] if hostile else ''}</output>"
+                            )
                             content = f"Task {task}: make the tests pass." if k == 0 else tool_output
                             messages = [{"role": "user", "content": content}]
-                        clock.add(ProxyRequest(
-                            ts=t, step=step, group=g, trial=name, api="openai", stream=False,
-                            status=400 if rejected else 200, captured=not rejected,
-                            turn=None if rejected else captured, prompt_tokens=ptoks, output_tokens=otoks,
-                            stop_reason=None if rejected else "stop", sample_ms=None if rejected else otoks * 4.0,
-                            total_ms=5.0 if rejected else otoks * 4.0 + 12,
-                            error="prompt + max_tokens exceed the context window" if rejected else None,
-                            output_text=reply, messages=messages))
+                        clock.add(
+                            ProxyRequest(
+                                ts=t,
+                                step=step,
+                                group=g,
+                                trial=name,
+                                api="openai",
+                                stream=False,
+                                status=400 if rejected else 200,
+                                captured=not rejected,
+                                turn=None if rejected else captured,
+                                prompt_tokens=ptoks,
+                                output_tokens=otoks,
+                                stop_reason=None if rejected else "stop",
+                                sample_ms=None if rejected else otoks * 4.0,
+                                total_ms=5.0 if rejected else otoks * 4.0 + 12,
+                                error="prompt + max_tokens exceed the context window" if rejected else None,
+                                output_text=reply,
+                                messages=messages,
+                            )
+                        )
                         if not rejected:
                             captured += 1
                             out_tokens += otoks
                     if failing and i == 1:
                         fail_ts = t + 0.5
-                        clock.add(CaptureLost(ts=fail_ts - 0.1, step=step, group=g, trial=name,
-                                              error="capture write failed: No space left on device"))
-                        clock.add(TrialEnded(ts=fail_ts, step=step, group=g, trial=name,
-                                             outcome=TrialOutcome.AGENT_ERROR,
-                                             scored=False, reward=None, turns=n_turns, output_tokens=out_tokens,
-                                             trial_dir=tdir, timings={"agent": t - g_start},
-                                             exception_type="CaptureLost",
-                                             exception_message="capture write failed: No space left on device"))
+                        clock.add(
+                            CaptureLost(
+                                ts=fail_ts - 0.1,
+                                step=step,
+                                group=g,
+                                trial=name,
+                                error="capture write failed: No space left on device",
+                            )
+                        )
+                        clock.add(
+                            TrialEnded(
+                                ts=fail_ts,
+                                step=step,
+                                group=g,
+                                trial=name,
+                                outcome=TrialOutcome.AGENT_ERROR,
+                                scored=False,
+                                reward=None,
+                                turns=n_turns,
+                                output_tokens=out_tokens,
+                                trial_dir=tdir,
+                                timings={"agent": t - g_start},
+                                exception_type="CaptureLost",
+                                exception_message="capture write failed: No space left on device",
+                            )
+                        )
                         rewards.append(None)
                         g_end = max(g_end, fail_ts)
                         continue
@@ -203,10 +280,21 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                     t += rng.uniform(0.5, 2.0)
                     reward = 1.0 if rng.random() < TASKS[task] else 0.0
                     outcome = TrialOutcome.SUBMITTED if rng.random() < 0.9 else TrialOutcome.TIME_LIMIT
-                    clock.add(TrialEnded(ts=t, step=step, group=g, trial=name, outcome=outcome, scored=True,
-                                         reward=reward, turns=n_turns, output_tokens=out_tokens, trial_dir=tdir,
-                                         timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - g_start - 3,
-                                                  "verifier": 1.0}))
+                    clock.add(
+                        TrialEnded(
+                            ts=t,
+                            step=step,
+                            group=g,
+                            trial=name,
+                            outcome=outcome,
+                            scored=True,
+                            reward=reward,
+                            turns=n_turns,
+                            output_tokens=out_tokens,
+                            trial_dir=tdir,
+                            timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - g_start - 3, "verifier": 1.0},
+                        )
+                    )
                     clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
                     rewards.append(reward)
                     all_rewards.append(reward)
@@ -217,25 +305,49 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
                     # As the runner: the failure cancels the group's other trials (they send no
                     # trial.ended), the group ends unscored, then the error asks for a decision.
                     doomed = set(names)
-                    clock.heap = [item for item in clock.heap
-                                  if not (getattr(item[2], "trial", None) in doomed and item[0] > fail_ts)]
+                    clock.heap = [
+                        item
+                        for item in clock.heap
+                        if not (getattr(item[2], "trial", None) in doomed and item[0] > fail_ts)
+                    ]
                     heapq.heapify(clock.heap)
-                    clock.add(GroupEnded(ts=fail_ts + 0.1, step=step, group=g, rewards=[None] * len(names), ok=False,
-                                         error=f"trial {names[1]}: CaptureLost: capture write failed"))
-                    clock.add(ErrorRaised(ts=fail_ts + 0.2, step=step, group=g, trial=names[1],
-                                          exception_type="CaptureLost",
-                                          message="capture write failed: No space left on device",
-                                          trial_dir=f"{trials_dir}/{names[1]}" if trials_dir else None,
-                                          decision_needed=True))
-                    clock.add(ControlChanged(ts=fail_ts + 0.21, state=ControlState.AWAITING_DECISION,
-                                             reason="an error needs a decision: abort or retry_group"))
+                    clock.add(
+                        GroupEnded(
+                            ts=fail_ts + 0.1,
+                            step=step,
+                            group=g,
+                            rewards=[None] * len(names),
+                            ok=False,
+                            error=f"trial {names[1]}: CaptureLost: capture write failed",
+                        )
+                    )
+                    clock.add(
+                        ErrorRaised(
+                            ts=fail_ts + 0.2,
+                            step=step,
+                            group=g,
+                            trial=names[1],
+                            exception_type="CaptureLost",
+                            message="capture write failed: No space left on device",
+                            trial_dir=f"{trials_dir}/{names[1]}" if trials_dir else None,
+                            decision_needed=True,
+                        )
+                    )
+                    clock.add(
+                        ControlChanged(
+                            ts=fail_ts + 0.21,
+                            state=ControlState.AWAITING_DECISION,
+                            reason="an error needs a decision: abort or retry_group",
+                        )
+                    )
                     if decision is None:
                         pending_end = True
                         break
                     clock.add(DecisionMade(ts=fail_ts + 4.0, step=step, group=g, decision=decision, by="console"))
                     if decision == "abort":
-                        clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.ABORTING,
-                                                 reason="abort requested"))
+                        clock.add(
+                            ControlChanged(ts=fail_ts + 4.01, state=ControlState.ABORTING, reason="abort requested")
+                        )
                         pending_end = True
                         break
                     clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.RUNNING))
@@ -252,16 +364,27 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
         horizon = max(batch_end, start + 1)
         while probe < horizon:
             ok = rng.random() > 0.03
-            clock.add(GatewayHealth(ts=probe, base_url="http://127.0.0.1:10613", ok=ok,
-                                    latency_ms=rng.uniform(3, 25) if ok else None,
-                                    error=None if ok else "connection refused", sampler_path=sampler))
+            clock.add(
+                GatewayHealth(
+                    ts=probe,
+                    base_url="http://127.0.0.1:10613",
+                    ok=ok,
+                    latency_ms=rng.uniform(3, 25) if ok else None,
+                    error=None if ok else "connection refused",
+                    sampler_path=sampler,
+                )
+            )
             probe += 5.0
         if step == pause_after:
-            clock.add(ControlChanged(ts=start + 2.0, state=ControlState.PAUSING,
-                                     reason="pause after the current batch"))
+            clock.add(
+                ControlChanged(ts=start + 2.0, state=ControlState.PAUSING, reason="pause after the current batch")
+            )
         if step == stop_after:
-            clock.add(ControlChanged(ts=start + 2.0, state=ControlState.STOPPING,
-                                      reason="stop after the current batch is trained"))
+            clock.add(
+                ControlChanged(
+                    ts=start + 2.0, state=ControlState.STOPPING, reason="stop after the current batch is trained"
+                )
+            )
         events = list(clock.drain())
         yield from events
         if pending_end:
@@ -273,12 +396,18 @@ def synthetic_run(*, steps: int = 3, groups: int = 4, group_size: int = 4, seed:
         now = batch_end
         yield BatchEnded(ts=now, step=step)
         now += rng.uniform(3, 8)  # training
-        yield StepMetrics(ts=now, step=step, metrics=_metrics(step, steps, all_rewards, total_turns, total_tokens,
-                                                              now - start, rng))
+        yield StepMetrics(
+            ts=now, step=step, metrics=_metrics(step, steps, all_rewards, total_turns, total_tokens, now - start, rng)
+        )
         sampler = f"tinker://demo-{seed}/sampler_weights/{step + 1:06d}"
         if (step + 1) % 2 == 0 or step == stop_after:
-            yield CheckpointSaved(ts=now + 0.5, step=step, name=f"{step + 1:06d}",
-                                  state_path=f"tinker://demo-{seed}/weights/{step + 1:06d}", sampler_path=sampler)
+            yield CheckpointSaved(
+                ts=now + 0.5,
+                step=step,
+                name=f"{step + 1:06d}",
+                state_path=f"tinker://demo-{seed}/weights/{step + 1:06d}",
+                sampler_path=sampler,
+            )
         if step == stop_after:
             yield ControlChanged(ts=now + 1, state=RunStatus.DONE, reason="stopped")
             yield RunEnded(ts=now + 1, status=RunStatus.STOPPED, step=step)

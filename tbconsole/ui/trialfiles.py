@@ -103,11 +103,18 @@ def parse_atif(body: Any) -> list[AtifStep]:
                 if isinstance(result, dict):
                     observations.append(_content(result.get("content")))
         metrics = raw["metrics"] if isinstance(raw.get("metrics"), dict) else {}
-        steps.append(AtifStep(
-            step_id=int(raw.get("step_id") or len(steps) + 1), source=str(raw.get("source", "?")),
-            message=_content(raw.get("message")), reasoning=raw.get("reasoning_content"),
-            tool_calls=calls, observations=observations,
-            prompt_tokens=metrics.get("prompt_tokens"), completion_tokens=metrics.get("completion_tokens")))
+        steps.append(
+            AtifStep(
+                step_id=int(raw.get("step_id") or len(steps) + 1),
+                source=str(raw.get("source", "?")),
+                message=_content(raw.get("message")),
+                reasoning=raw.get("reasoning_content"),
+                tool_calls=calls,
+                observations=observations,
+                prompt_tokens=metrics.get("prompt_tokens"),
+                completion_tokens=metrics.get("completion_tokens"),
+            )
+        )
     return steps
 
 
@@ -162,8 +169,10 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
             out.rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
             exc = result.get("exception_info")
             if isinstance(exc, dict):
-                out.exception = (f"{exc.get('exception_type', '?')}: {exc.get('exception_message', '')}\n"
-                                 f"{exc.get('exception_traceback', '')}").strip()
+                out.exception = (
+                    f"{exc.get('exception_type', '?')}: {exc.get('exception_message', '')}\n"
+                    f"{exc.get('exception_traceback', '')}"
+                ).strip()
             task_path = ((result.get("config") or {}).get("task") or {}).get("path")
         except (ValueError, AttributeError):
             out.problems.append("result.json could not be read")
@@ -187,6 +196,7 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
 
 
 # -- captures ------------------------------------------------------------------------------
+
 
 def capture_path(log_path: str | Path | None, step: int, group: int, trial: str) -> Path | None:
     """The capture file of ``trial`` (a retried attempt's id names its own ``-rN`` folder)."""
@@ -217,9 +227,14 @@ def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
             continue
         try:
             record = json.loads(line)
-            out.append(CaptureTurn(turn=int(record.get("turn", len(out))), output=list(record.get("output") or []),
-                                   logprobs=list(record.get("logprobs") or []),
-                                   stop_reason=record.get("stop_reason")))
+            out.append(
+                CaptureTurn(
+                    turn=int(record.get("turn", len(out))),
+                    output=list(record.get("output") or []),
+                    logprobs=list(record.get("logprobs") or []),
+                    stop_reason=record.get("stop_reason"),
+                )
+            )
         except (ValueError, TypeError, AttributeError):
             continue
     return out
@@ -241,12 +256,15 @@ class TokenDecoder:
             candidates.append(os.environ["TBCONSOLE_TOKENIZER"])
         if model_name and "/" in model_name:
             hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
-                os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub")
+                os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
+            )
             org, name = model_name.split("/", 1)
-            candidates += sorted(glob.glob(os.path.join(hub, f"models--{org}--{name}", "snapshots", "*",
-                                                        "tokenizer.json")))
-        candidates.append(str(Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer"
-                              / "tokenizer.json"))
+            candidates += sorted(
+                glob.glob(os.path.join(hub, f"models--{org}--{name}", "snapshots", "*", "tokenizer.json"))
+            )
+        candidates.append(
+            str(Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer" / "tokenizer.json")
+        )
         for path in candidates:
             if os.path.isfile(path):
                 try:

@@ -35,15 +35,32 @@ class Call:
         body = self.body or {}
         system = body.get("system")
         messages = body.get("messages") or body.get("input") or []
-        out = {"path": self.path, "status": self.status, "model": body.get("model"),
-               "stream": body.get("stream"), "tools": len(body.get("tools") or []),
-               "messages": len(messages) if isinstance(messages, list) else 1,
-               "roles": sorted({m.get("role", m.get("type", "?")) for m in messages if isinstance(m, dict)})
-               if isinstance(messages, list) else None,
-               "system_blocks": (len(system) if isinstance(system, list) else int(bool(system))),
-               "keys": sorted(body)}
-        for key in ("max_tokens", "max_completion_tokens", "max_output_tokens", "temperature", "thinking",
-                    "reasoning", "tool_choice", "parallel_tool_calls", "store", "include", "text"):
+        out = {
+            "path": self.path,
+            "status": self.status,
+            "model": body.get("model"),
+            "stream": body.get("stream"),
+            "tools": len(body.get("tools") or []),
+            "messages": len(messages) if isinstance(messages, list) else 1,
+            "roles": sorted({m.get("role", m.get("type", "?")) for m in messages if isinstance(m, dict)})
+            if isinstance(messages, list)
+            else None,
+            "system_blocks": (len(system) if isinstance(system, list) else int(bool(system))),
+            "keys": sorted(body),
+        }
+        for key in (
+            "max_tokens",
+            "max_completion_tokens",
+            "max_output_tokens",
+            "temperature",
+            "thinking",
+            "reasoning",
+            "tool_choice",
+            "parallel_tool_calls",
+            "store",
+            "include",
+            "text",
+        ):
             if key in body:
                 out[key] = body[key]
         if isinstance(body.get("instructions"), str):
@@ -71,9 +88,21 @@ class Recorder:
         path = request.path
         if path.startswith("/t/"):
             path = "/" + path.split("/", 3)[-1]
-        headers = {k.lower(): v for k, v in request.headers.items()
-                   if k.lower() in ("user-agent", "anthropic-version", "anthropic-beta", "openai-beta",
-                                    "content-encoding", "x-stainless-lang", "originator", "version")}
+        headers = {
+            k.lower(): v
+            for k, v in request.headers.items()
+            if k.lower()
+            in (
+                "user-agent",
+                "anthropic-version",
+                "anthropic-beta",
+                "openai-beta",
+                "content-encoding",
+                "x-stainless-lang",
+                "originator",
+                "version",
+            )
+        }
         call = Call(request.method, path, 0, body if isinstance(body, dict) else None, headers)
         self.calls.append(call)
         try:
@@ -121,18 +150,30 @@ class TrialRun:
     def describe(self) -> str:
         lines = [f"error: {self.error!r}"] if self.error else []
         for e in self.ended:
-            lines.append(f"trial {e.trial}: outcome={e.outcome} scored={e.scored} reward={e.reward} "
-                         f"turns={e.turns} {e.exception_type or ''} {(e.exception_message or '')[:1500]}")
+            lines.append(
+                f"trial {e.trial}: outcome={e.outcome} scored={e.scored} reward={e.reward} "
+                f"turns={e.turns} {e.exception_type or ''} {(e.exception_message or '')[:1500]}"
+            )
         for e in self.of_kind("proxy.request"):
-            lines.append(f"proxy.request status={e.status} captured={e.captured} prompt={e.prompt_tokens} "
-                         f"out={e.output_tokens} stop={e.stop_reason} error={e.error}")
+            lines.append(
+                f"proxy.request status={e.status} captured={e.captured} prompt={e.prompt_tokens} "
+                f"out={e.output_tokens} stop={e.stop_reason} error={e.error}"
+            )
         for c in self.recorder.calls:
             lines.append(f"http {c.method} {c.path} -> {c.status}")
         return "\n".join(lines)
 
 
-async def run_trial(tmp_path: Path, sandbox_root: Path, monkeypatch, trial_json: Path, *,
-                    task: str = "hello-file", max_tokens: int = 128, timeout: float = 600) -> TrialRun:
+async def run_trial(
+    tmp_path: Path,
+    sandbox_root: Path,
+    monkeypatch,
+    trial_json: Path,
+    *,
+    task: str = "hello-file",
+    max_tokens: int = 128,
+    timeout: float = 600,
+) -> TrialRun:
     """One trial of ``trial_json`` (loaded as the recipe loads it) on a bundled task."""
     import tinker
     from tinker_cookbook.renderers import get_renderer
@@ -150,9 +191,15 @@ async def run_trial(tmp_path: Path, sandbox_root: Path, monkeypatch, trial_json:
     environment["kwargs"] = {**(environment.get("kwargs") or {}), "root": str(sandbox_root)}
     tokenizer = load_tokenizer()
     events: list = []
-    ctx = RunContext(publish=events.append, control=RunControl(events.append), log_path=tmp_path / "run",
-                     renderer=get_renderer("qwen3_5", tokenizer), tokenizer=tokenizer, template=template,
-                     max_tokens=max_tokens)
+    ctx = RunContext(
+        publish=events.append,
+        control=RunControl(events.append),
+        log_path=tmp_path / "run",
+        renderer=get_renderer("qwen3_5", tokenizer),
+        tokenizer=tokenizer,
+        template=template,
+        max_tokens=max_tokens,
+    )
     builder = HarborGroupBuilder(task_dir=TASKS / task, task_index=0, batch=0, group=0, group_size=1)
     run = TrialRun(events, recorder)
     with EmbeddedEngine(data_dir=str(tmp_path / "engine"), model=MODEL) as engine:
@@ -168,12 +215,19 @@ async def run_trial(tmp_path: Path, sandbox_root: Path, monkeypatch, trial_json:
 
 def first_call_facts(run: TrialRun) -> dict[str, Any]:
     """What the agent sent: its first model call's shape and prompt size, and its side calls."""
-    model_calls = [c for c in run.recorder.calls
-                   if c.method == "POST" and c.path.endswith(("/messages", "/chat/completions", "/responses"))]
+    model_calls = [
+        c
+        for c in run.recorder.calls
+        if c.method == "POST" and c.path.endswith(("/messages", "/chat/completions", "/responses"))
+    ]
     first = model_calls[0].shape() if model_calls else None
     requests = run.of_kind("proxy.request")
     if first is not None and requests:
         first["prompt_tokens"] = requests[0].prompt_tokens
     side = [f"{c.method} {c.path} -> {c.status}" for c in run.recorder.calls if c not in model_calls]
-    return {"first_call": first, "model_calls": len(model_calls), "side_calls": side,
-            "http_calls": len(run.recorder.calls)}
+    return {
+        "first_call": first,
+        "model_calls": len(model_calls),
+        "side_calls": side,
+        "http_calls": len(run.recorder.calls),
+    }

@@ -47,8 +47,9 @@ def _check(run, tmp_path, agent: str, api_path: str) -> dict:
     print(f"\n{agent} first call: {json.dumps(facts, default=str)}")
     (tmp_path / f"{agent}-first-call.json").write_text(json.dumps(facts, indent=1, default=str))
     story = run.describe()
-    unprovoked = [f"{c.method} {c.path} -> {c.status}" for c in run.recorder.refused()
-                  if not _refused_by_the_agent(c, run)]
+    unprovoked = [
+        f"{c.method} {c.path} -> {c.status}" for c in run.recorder.refused() if not _refused_by_the_agent(c, run)
+    ]
     assert not unprovoked, f"the proxy refused requests the agent did not cause: {unprovoked}\n{story}"
     assert any(c.path == api_path for c in run.recorder.calls), story
     turns = _captured(tmp_path)
@@ -68,8 +69,9 @@ def _check_scored(run, story_prefix: str = "") -> None:
 
 async def test_claude_code(tmp_path, sandbox_root, monkeypatch):
     _require_cli("claude-code")
-    run = await run_trial(tmp_path, sandbox_root, monkeypatch, EXAMPLES / "claude-code-local.json",
-                          max_tokens=MAX_TOKENS)
+    run = await run_trial(
+        tmp_path, sandbox_root, monkeypatch, EXAMPLES / "claude-code-local.json", max_tokens=MAX_TOKENS
+    )
     facts = _check(run, tmp_path, "claude-code", "/v1/messages")
     first = facts["first_call"]
     # trial.json's max_tokens reached Claude Code as CLAUDE_CODE_MAX_OUTPUT_TOKENS (it asks for 128k otherwise)
@@ -92,8 +94,7 @@ async def test_claude_code_with_a_model_name_it_does_not_know(tmp_path, sandbox_
 
 async def test_codex(tmp_path, sandbox_root, monkeypatch):
     _require_cli("codex")
-    run = await run_trial(tmp_path, sandbox_root, monkeypatch, EXAMPLES / "codex-local.json",
-                          max_tokens=MAX_TOKENS)
+    run = await run_trial(tmp_path, sandbox_root, monkeypatch, EXAMPLES / "codex-local.json", max_tokens=MAX_TOKENS)
     _check(run, tmp_path, "codex", "/v1/responses")
     # The tiny policy rarely stops before max_tokens; Codex then fails its turn ("Incomplete
     # response returned, reason: max_output_tokens"): the scored output-limit outcome.
@@ -101,15 +102,17 @@ async def test_codex(tmp_path, sandbox_root, monkeypatch):
 
 
 async def test_terminus_2(tmp_path, sandbox_root, monkeypatch):
-    run = await run_trial(tmp_path, sandbox_root, monkeypatch, EXAMPLES / "terminus-2-local.json",
-                          max_tokens=MAX_TOKENS)
+    run = await run_trial(
+        tmp_path, sandbox_root, monkeypatch, EXAMPLES / "terminus-2-local.json", max_tokens=MAX_TOKENS
+    )
     facts = _check(run, tmp_path, "terminus-2", "/v1/chat/completions")
     assert facts["first_call"]["max_tokens"] == 8192 and facts["first_call"]["temperature"] == 0.8, facts
     _check_scored(run)
 
 
 async def test_mini_swe_agent(tmp_path, sandbox_root, monkeypatch):
-    run = await run_trial(tmp_path, sandbox_root, monkeypatch, EXAMPLES / "mini-swe-agent-local.json",
-                          max_tokens=MAX_TOKENS)
+    run = await run_trial(
+        tmp_path, sandbox_root, monkeypatch, EXAMPLES / "mini-swe-agent-local.json", max_tokens=MAX_TOKENS
+    )
     _check(run, tmp_path, "mini-swe-agent", "/v1/chat/completions")
     _check_scored(run)

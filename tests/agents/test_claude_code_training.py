@@ -31,11 +31,27 @@ def test_a_one_step_training_run_with_claude_code(tmp_path):
     (tasks / "hello-file").symlink_to(BUNDLED_TASKS_DIR / "hello-file")
     log = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}",
-         f"harbor.trial_config={EXAMPLE}", f"config.dataset_builder.tasks_dir={tasks}",
-         "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=1",
-         "config.kl_penalty_coef=0", "config.max_steps=1", "config.eval_every=0", "config.max_tokens=64"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "demo",
+            "--headless",
+            f"config.log_path={log}",
+            f"harbor.trial_config={EXAMPLE}",
+            f"config.dataset_builder.tasks_dir={tasks}",
+            "config.dataset_builder.groups_per_batch=1",
+            "config.dataset_builder.group_size=1",
+            "config.kl_penalty_coef=0",
+            "config.max_steps=1",
+            "config.eval_every=0",
+            "config.max_tokens=64",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     events = list(read_events(log / "events.jsonl"))

@@ -15,8 +15,12 @@ LOCAL = sorted(EXAMPLES.glob("*-local.json"))
 
 
 def test_there_is_a_local_example_per_agent():
-    assert [p.name for p in LOCAL] == ["claude-code-local.json", "codex-local.json",
-                                       "mini-swe-agent-local.json", "terminus-2-local.json"]
+    assert [p.name for p in LOCAL] == [
+        "claude-code-local.json",
+        "codex-local.json",
+        "mini-swe-agent-local.json",
+        "terminus-2-local.json",
+    ]
 
 
 @pytest.mark.parametrize("path", LOCAL, ids=lambda p: p.stem)

@@ -25,8 +25,9 @@ def _config(task_dir: Path, agent: str, trials_dir: Path, sandbox_root: Path):
         task_dir,
         agent=agent,
         trials_dir=trials_dir,
-        trial_config={"environment": {"import_path": "tbconsole.sandbox:LocalSandbox",
-                                      "kwargs": {"root": str(sandbox_root)}}},
+        trial_config={
+            "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"root": str(sandbox_root)}}
+        },
     )
 
 
@@ -61,7 +62,8 @@ def _slow_task(root: Path) -> Path:
     (task / "tests").mkdir()
     (task / "environment").mkdir()
     (task / "instruction.md").write_text("Wait.\n")
-    (task / "task.toml").write_text(textwrap.dedent("""
+    (task / "task.toml").write_text(
+        textwrap.dedent("""
         schema_version = "1.1"
         [agent]
         timeout_sec = 120.0
@@ -69,7 +71,8 @@ def _slow_task(root: Path) -> Path:
         timeout_sec = 30.0
         [environment]
         workdir = "/app"
-    """))
+    """)
+    )
     (task / "environment" / "setup.sh").write_text("echo prepared > /app/state\n")
     (task / "solution" / "solve.sh").write_text(
         "tmux new-session -d 'sleep 7451'\nsleep 7452 >/dev/null 2>&1 &\nsleep 7453\n"
@@ -113,8 +116,9 @@ async def test_a_trial_is_judged_by_the_training_rule(tmp_path, sandbox_root):
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tbconsole", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tbconsole", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def test_cli_trial_prints_reward_one_for_the_oracle(tmp_path):

@@ -12,8 +12,11 @@ import pytest
 
 from tbconsole.events import ControlChanged, read_events
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 
 def _screen(name: str) -> str:
@@ -42,15 +45,42 @@ def _states(log) -> list[str]:
 def test_attach_pauses_and_resumes_a_real_run(tmp_path):
     log = tmp_path / "run"
     run = subprocess.Popen(
-        [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}", "config.max_steps=2",
-         "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-         "config.max_tokens=64", "config.eval_every=0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "demo",
+            "--headless",
+            f"config.log_path={log}",
+            "config.max_steps=2",
+            "config.dataset_builder.groups_per_batch=1",
+            "config.dataset_builder.group_size=2",
+            "config.max_tokens=64",
+            "config.eval_every=0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     name = f"tbc-{uuid.uuid4().hex[:8]}"
     try:
         _wait((log / "events.jsonl").exists, 120, lambda: "the run wrote no events.jsonl")
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "36",
-                        f"env -u COLUMNS -u LINES {sys.executable} -m tbconsole attach {log}"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                name,
+                "-x",
+                "120",
+                "-y",
+                "36",
+                f"env -u COLUMNS -u LINES {sys.executable} -m tbconsole attach {log}",
+            ],
+            check=True,
+        )
         _wait_screen(name, "Pause after batch", 30)
         subprocess.run(["tmux", "send-keys", "-t", name, "p"], check=True)
         _wait_screen(name, "PAUSED", 300)  # the run finished and trained its batch, then stopped
@@ -62,8 +92,9 @@ def test_attach_pauses_and_resumes_a_real_run(tmp_path):
         out, _ = run.communicate(timeout=600)
         assert run.returncode == 0, out[-3000:]
         events = list(read_events(log / "events.jsonl"))
-        resumed_at = next(i for i, e in enumerate(events)
-                          if i > paused_at and isinstance(e, ControlChanged) and e.state == "running")
+        resumed_at = next(
+            i for i, e in enumerate(events) if i > paused_at and isinstance(e, ControlChanged) and e.state == "running"
+        )
         # the run held step 1 while paused: its first group started only after the resume
         step1 = [i for i, e in enumerate(events) if e.kind in ("batch.started", "group.started") and e.step == 1]
         assert step1 and min(step1) > resumed_at

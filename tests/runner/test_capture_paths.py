@@ -12,8 +12,15 @@ from tbconsole.ui.trialfiles import capture_path
 
 def _context(log_path: Path) -> RunContext:
     template = TrialTemplate(raw={"agent": {"name": "oracle"}}, proxy=ProxySettings(), source="test")
-    return RunContext(publish=lambda _event: None, control=RunControl(lambda _event: None), log_path=log_path,
-                      renderer=None, tokenizer=None, template=template, max_tokens=16)
+    return RunContext(
+        publish=lambda _event: None,
+        control=RunControl(lambda _event: None),
+        log_path=log_path,
+        renderer=None,
+        tokenizer=None,
+        template=template,
+        max_tokens=16,
+    )
 
 
 def test_a_retried_attempts_trial_resolves_to_its_own_capture_file(tmp_path):

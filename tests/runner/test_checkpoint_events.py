@@ -15,9 +15,14 @@ async def test_periodic_and_final_checkpoints_publish_checkpoint_saved(tmp_path)
     async with EmbeddedEngine(data_dir=str(tmp_path / "engine"), model="tbconsole/qwen3-tiny") as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
         training = await service.create_lora_training_client_async("tbconsole/qwen3-tiny", rank=4)
-        manager = PublishingCheckpointManager(training_client=training, service_client=service,
-                                              log_path=str(tmp_path / "run"), save_every=2, ttl_seconds=None,
-                                              publish=seen.append)
+        manager = PublishingCheckpointManager(
+            training_client=training,
+            service_client=service,
+            log_path=str(tmp_path / "run"),
+            save_every=2,
+            ttl_seconds=None,
+            publish=seen.append,
+        )
         for step in range(1, 5):  # as the cookbook's loop does after each step
             await manager.maybe_save_async(step, loop_state={"batch": step})
         await manager.save_final_async(loop_state={"batch": 5})

@@ -29,11 +29,19 @@ async def wait_for(pilot, predicate, timeout):
 
 async def test_pause_resume_stop_on_the_real_runner(tmp_path):
     register_with_cookbook()
-    parsed = demo.materialize(parse([
-        f"config.log_path={tmp_path / 'run'}", "config.max_steps=3", "config.max_tokens=64",
-        "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-        "config.eval_every=0",
-    ], demo.demo_defaults()))
+    parsed = demo.materialize(
+        parse(
+            [
+                f"config.log_path={tmp_path / 'run'}",
+                "config.max_steps=3",
+                "config.max_tokens=64",
+                "config.dataset_builder.groups_per_batch=1",
+                "config.dataset_builder.group_size=2",
+                "config.eval_every=0",
+            ],
+            demo.demo_defaults(),
+        )
+    )
     bus = EventBus(tmp_path / "run")
     control = RunControl(bus.publish)
     published = []

@@ -33,6 +33,8 @@ async def test_group_rewards_come_from_the_trials(tmp_path):
     builder = HarborGroupBuilder(task_dir=tmp_path, task_index=0, batch=0, group=0, group_size=2)
     builder.rewards = [TrialReward(1.0, {"exit_status/Submitted": 1.0}), TrialReward(0.0, {})]
     assert await builder.compute_group_rewards([object(), object()], []) == [
-        (1.0, {"exit_status/Submitted": 1.0}), (0.0, {})]
+        (1.0, {"exit_status/Submitted": 1.0}),
+        (0.0, {}),
+    ]
     with pytest.raises(RuntimeError, match="3 trajectories"):
         await builder.compute_group_rewards([object()] * 3, [])

@@ -9,8 +9,9 @@ from tbconsole.runner.options import OptionsError, parse
 
 def _materialized(tmp_path, *argv):
     register_with_cookbook()
-    return demo.materialize(parse([f"config.log_path={tmp_path / 'run'}", "config.max_steps=1",
-                                   *argv], demo.demo_defaults())).args.config
+    return demo.materialize(
+        parse([f"config.log_path={tmp_path / 'run'}", "config.max_steps=1", *argv], demo.demo_defaults())
+    ).args.config
 
 
 def test_the_kl_reference_is_the_starting_model(tmp_path):
@@ -22,8 +23,11 @@ def test_the_kl_reference_is_the_starting_model(tmp_path):
 def test_the_kl_reference_follows_another_model_and_an_explicit_one_stays(tmp_path):
     config = _materialized(tmp_path, "config.model_name=tbconsole/qwen3-tiny")
     assert config.kl_reference_config.base_model == "tbconsole/qwen3-tiny"
-    config = _materialized(tmp_path, "config.model_name=tbconsole/qwen3-tiny",
-                           "config.kl_reference_config.base_model=tbconsole/qwen3-tiny-agent")
+    config = _materialized(
+        tmp_path,
+        "config.model_name=tbconsole/qwen3-tiny",
+        "config.kl_reference_config.base_model=tbconsole/qwen3-tiny-agent",
+    )
     assert config.kl_reference_config.base_model == "tbconsole/qwen3-tiny-agent"
 
 

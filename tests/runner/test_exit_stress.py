@@ -43,13 +43,26 @@ def failing_tasks(root: Path, rng: random.Random) -> Path:
 
 def recipe_args(root: Path, tasks: Path, sandbox_root: Path, base_url: str) -> list[str]:
     trial = root / "trial.json"
-    trial.write_text(json.dumps({"agent": {"name": "oracle"},
-                                 "environment": {"import_path": "tbconsole.sandbox:LocalSandbox",
-                                                 "kwargs": {"root": str(sandbox_root)}}}))
-    return [f"config.base_url={base_url}", "config.model_name=tbconsole/qwen3-tiny",
-            "config.learning_rate=1e-4", "config.max_tokens=16", f"config.log_path={root / 'run'}",
-            f"config.dataset_builder.tasks_dir={tasks}", "config.dataset_builder.groups_per_batch=2",
-            "config.dataset_builder.group_size=2", "config.max_steps=1", f"harbor.trial_config={trial}"]
+    trial.write_text(
+        json.dumps(
+            {
+                "agent": {"name": "oracle"},
+                "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"root": str(sandbox_root)}},
+            }
+        )
+    )
+    return [
+        f"config.base_url={base_url}",
+        "config.model_name=tbconsole/qwen3-tiny",
+        "config.learning_rate=1e-4",
+        "config.max_tokens=16",
+        f"config.log_path={root / 'run'}",
+        f"config.dataset_builder.tasks_dir={tasks}",
+        "config.dataset_builder.groups_per_batch=2",
+        "config.dataset_builder.group_size=2",
+        "config.max_steps=1",
+        f"harbor.trial_config={trial}",
+    ]
 
 
 async def test_runs_whose_trials_all_fail_return_with_nothing_left(tmp_path, sandbox_root, monkeypatch):
@@ -82,17 +95,35 @@ async def test_runs_whose_trials_all_fail_return_with_nothing_left(tmp_path, san
 
 def test_a_process_whose_trials_all_fail_exits_right_after_run_ended(tmp_path, sandbox_root):
     rng = random.Random(5)
-    engine = subprocess.Popen([sys.executable, "-m", "tbconsole", "engine", "--port", "0",
-                               "--model", "tbconsole/qwen3-tiny", "--data-dir", str(tmp_path / "engine")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    engine = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "engine",
+            "--port",
+            "0",
+            "--model",
+            "tbconsole/qwen3-tiny",
+            "--data-dir",
+            str(tmp_path / "engine"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         base_url = _engine_url(engine)
         for i in range(3):
             root = tmp_path / f"p{i}"
             args = recipe_args(root, failing_tasks(root, rng), sandbox_root, base_url)
-            proc = subprocess.Popen([sys.executable, "-m", "tbconsole", "train", "--headless", *args],
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env={**os.environ, "TINKER_API_KEY": "tml-local"})
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tbconsole", "train", "--headless", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "TINKER_API_KEY": "tml-local"},
+            )
             out, _ = proc.communicate(timeout=300)
             exited = time.time()
             assert proc.returncode == 1, out[-2000:]

@@ -17,8 +17,13 @@ from tbconsole.proxy import read_capture
 
 from healthz_server import healthz_server
 
-SMALL = ["config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-         "config.max_tokens=64", "config.eval_every=0", "config.max_steps=1"]
+SMALL = [
+    "config.dataset_builder.groups_per_batch=1",
+    "config.dataset_builder.group_size=2",
+    "config.max_tokens=64",
+    "config.eval_every=0",
+    "config.max_steps=1",
+]
 
 
 def _free_port() -> int:
@@ -49,16 +54,30 @@ def _wait_for(log: Path, kind: str, proc: subprocess.Popen, timeout: float = 300
 
 
 def _tbconsole(*args: str, env: dict, cwd: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tbconsole", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tbconsole", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
 
 
 @pytest.mark.root
 @pytest.mark.slow
 def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_reason(tmp_path):
     port = _free_port()
-    engine = _tbconsole("engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent",
-                        "--data-dir", str(tmp_path / "engine"), env=_env())
+    engine = _tbconsole(
+        "engine",
+        "--port",
+        str(port),
+        "--model",
+        "tbconsole/qwen3-tiny-agent",
+        "--data-dir",
+        str(tmp_path / "engine"),
+        env=_env(),
+    )
     log = tmp_path / "run"
     run = None
     try:
@@ -69,8 +88,14 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
                     break
             assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
             time.sleep(0.2)
-        run = _tbconsole("demo", "--headless", f"config.base_url=http://127.0.0.1:{port}",
-                         f"config.log_path={log}", *SMALL, env=_env(TINKER_API_KEY="tml-local"))
+        run = _tbconsole(
+            "demo",
+            "--headless",
+            f"config.base_url=http://127.0.0.1:{port}",
+            f"config.log_path={log}",
+            *SMALL,
+            env=_env(TINKER_API_KEY="tml-local"),
+        )
         _wait_for(log, "group.started", run)
         engine.send_signal(signal.SIGKILL)
         killed = time.monotonic()
@@ -128,17 +153,27 @@ def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
 def _train(tmp_path: Path, *extra: str, env: dict) -> subprocess.CompletedProcess:
     trial = tmp_path / "trial.json"
     trial.write_text(json.dumps({"agent": {"name": "oracle"}}))
-    args = ["config.model_name=tbconsole/qwen3-tiny", "config.learning_rate=1e-4", "config.max_tokens=64",
-            f"config.log_path={tmp_path / 'run'}",
-            f"harbor.trial_config={trial}", *extra]
-    return subprocess.run([sys.executable, "-m", "tbconsole", "train", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    args = [
+        "config.model_name=tbconsole/qwen3-tiny",
+        "config.learning_rate=1e-4",
+        "config.max_tokens=64",
+        f"config.log_path={tmp_path / 'run'}",
+        f"harbor.trial_config={trial}",
+        *extra,
+    ]
+    return subprocess.run(
+        [sys.executable, "-m", "tbconsole", "train", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_task_folders_that_need_container_images_are_refused_before_anything_starts(tmp_path, tb2_sample):
     with healthz_server() as base_url:
-        proc = _train(tmp_path, f"config.base_url={base_url}", f"config.dataset_builder.tasks_dir={tb2_sample}",
-                      env=_env(TINKER_API_KEY="tml-test"))
+        proc = _train(
+            tmp_path,
+            f"config.base_url={base_url}",
+            f"config.dataset_builder.tasks_dir={tb2_sample}",
+            env=_env(TINKER_API_KEY="tml-test"),
+        )
     assert proc.returncode == 2, proc.stderr
     assert "cannot run in the local sandbox" in proc.stderr and "tbconsole tasks" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -146,16 +181,19 @@ def test_task_folders_that_need_container_images_are_refused_before_anything_sta
 
 
 def test_a_missing_api_key_is_one_message(tmp_path):
-    proc = _train(tmp_path, "config.base_url=http://127.0.0.1:9", "config.dataset_builder.tasks_dir=/x",
-                  env=_env())
+    proc = _train(tmp_path, "config.base_url=http://127.0.0.1:9", "config.dataset_builder.tasks_dir=/x", env=_env())
     assert proc.returncode == 2
     assert "TINKER_API_KEY is not set" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_dead_gateway_is_reported_within_seconds(tmp_path):
     started = time.monotonic()
-    proc = _train(tmp_path, f"config.base_url=http://127.0.0.1:{_free_port()}",
-                  "config.dataset_builder.tasks_dir=/x", env=_env(TINKER_API_KEY="tml-test"))
+    proc = _train(
+        tmp_path,
+        f"config.base_url=http://127.0.0.1:{_free_port()}",
+        "config.dataset_builder.tasks_dir=/x",
+        env=_env(TINKER_API_KEY="tml-test"),
+    )
     took = time.monotonic() - started
     assert proc.returncode == 1
     assert "is not answering" in proc.stderr and "Traceback" not in proc.stderr
@@ -200,9 +238,13 @@ def _fill(disk: Path) -> None:
 @pytest.mark.root
 def test_a_full_disk_at_start_is_refused_with_what_is_free_and_needed(tmp_path, tmpfs):
     disk = tmpfs("2m")
-    proc = subprocess.run([sys.executable, "-m", "tbconsole", "demo", "--headless",
-                           f"config.log_path={disk / 'run'}", *SMALL],
-                          capture_output=True, text=True, timeout=120, env=_env())
+    proc = subprocess.run(
+        [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={disk / 'run'}", *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
     assert proc.returncode == 2, proc.stderr
     assert "not enough disk space" in proc.stderr and "free" in proc.stderr and "needed" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout

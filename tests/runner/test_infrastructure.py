@@ -24,16 +24,26 @@ pytestmark = pytest.mark.root
 
 def agent_config(timeout: float = 60) -> dict:
     venv = Path(sys.prefix)
-    return {"name": "mini-swe-agent", "model_name": "openai/policy", "override_timeout_sec": timeout,
-            "env": {"OPENAI_BASE_URL": "{proxy_url}/v1", "OPENAI_API_KEY": "{proxy_api_key}",
-                    "MSWEA_COST_TRACKING": "ignore_errors", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                    "PATH": f"{venv / 'bin'}:{BASE_PATH}"},
-            "kwargs": {"max_tokens": 16, "skip_install": True, "config": {"agent": {"step_limit": 1}}}}
+    return {
+        "name": "mini-swe-agent",
+        "model_name": "openai/policy",
+        "override_timeout_sec": timeout,
+        "env": {
+            "OPENAI_BASE_URL": "{proxy_url}/v1",
+            "OPENAI_API_KEY": "{proxy_api_key}",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PATH": f"{venv / 'bin'}:{BASE_PATH}",
+        },
+        "kwargs": {"max_tokens": 16, "skip_install": True, "config": {"agent": {"step_limit": 1}}},
+    }
 
 
 def environment(sandbox_root) -> dict:
-    return {"import_path": "tbconsole.sandbox:LocalSandbox",
-            "kwargs": {"root": str(sandbox_root), "host_paths": [sys.prefix]}}
+    return {
+        "import_path": "tbconsole.sandbox:LocalSandbox",
+        "kwargs": {"root": str(sandbox_root), "host_paths": [sys.prefix]},
+    }
 
 
 def scored(seen) -> list[TrialEnded]:
@@ -141,8 +151,7 @@ async def test_resumed_or_rerun_steps_never_share_names_or_files(tmp_path, sandb
 async def test_an_unreachable_proxy_url_is_not_scored(tmp_path, sandbox_root):
     """The agent cannot reach {proxy_url} (advertised on an address nothing listens on): its
     trial ends with no model call and must raise, not score 0."""
-    task = make_task(tmp_path, "talk", solve="true\n", test="echo 0 > /logs/verifier/reward.txt\n",
-                     agent_timeout=20)
+    task = make_task(tmp_path, "talk", solve="true\n", test="echo 0 > /logs/verifier/reward.txt\n", agent_timeout=20)
     ctx, seen = context(tmp_path, sandbox_root, agent=agent_config(timeout=20), environment=environment(sandbox_root))
     ctx.advertised_host = "127.0.0.2"  # loopback, but the proxy listens on 127.0.0.1 only
     with pytest.raises(TrialFailed) as failure:
@@ -152,8 +161,7 @@ async def test_an_unreachable_proxy_url_is_not_scored(tmp_path, sandbox_root):
     assert scored(seen) == []
 
 
-async def test_a_gateway_outage_mid_group_is_never_scored_and_a_retry_trains_a_fresh_attempt(
-        tmp_path, sandbox_root):
+async def test_a_gateway_outage_mid_group_is_never_scored_and_a_retry_trains_a_fresh_attempt(tmp_path, sandbox_root):
     import tinker
 
     from tbconsole.engine.embedded import EmbeddedEngine
@@ -194,7 +202,8 @@ async def test_a_gateway_outage_mid_group_is_never_scored_and_a_retry_trains_a_f
     fresh = [t for f in sorted((step_dir / "group_000-r1").glob("*.jsonl")) for t in read_capture(f)]
     assert sum(len(tr.transitions) for tr in result.trajectories) == len(fresh) > 0
     assert not list((step_dir / "group_000").glob("*.jsonl")) or all(
-        read_capture(f) == [] for f in (step_dir / "group_000").glob("*.jsonl"))
+        read_capture(f) == [] for f in (step_dir / "group_000").glob("*.jsonl")
+    )
 
 
 def _free_port() -> int:
@@ -209,9 +218,22 @@ def _start_engine(port: int, data_dir: Path):
     import socket
     import subprocess
 
-    proc = subprocess.Popen([sys.executable, "-m", "tbconsole", "engine", "--port", str(port), "--model",
-                             "tbconsole/qwen3-tiny-agent", "--data-dir", str(data_dir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "engine",
+            "--port",
+            str(port),
+            "--model",
+            "tbconsole/qwen3-tiny-agent",
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while True:
         with socket.socket() as s:
@@ -239,10 +261,21 @@ async def test_the_engine_killed_mid_batch_then_restarted_retry_group_trains_the
     port, data = _free_port(), tmp_path / "engine"
     monkeypatch.setenv("TINKER_API_KEY", "tml-local")
     log = tmp_path / "run"
-    parsed = demo.materialize(parse([
-        f"config.base_url=http://127.0.0.1:{port}", f"config.log_path={log}", "config.max_steps=1",
-        "config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-        "config.max_tokens=64", "config.eval_every=0", "config.kl_penalty_coef=0"], demo.demo_defaults()))
+    parsed = demo.materialize(
+        parse(
+            [
+                f"config.base_url=http://127.0.0.1:{port}",
+                f"config.log_path={log}",
+                "config.max_steps=1",
+                "config.dataset_builder.groups_per_batch=1",
+                "config.dataset_builder.group_size=2",
+                "config.max_tokens=64",
+                "config.eval_every=0",
+                "config.kl_penalty_coef=0",
+            ],
+            demo.demo_defaults(),
+        )
+    )
     engine = _start_engine(port, data)
     bus = EventBus(log)
     control = RunControl(bus.publish)

@@ -38,8 +38,11 @@ def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, fl
     prompt = W.AgentPrompt.load(get_local_model(MODEL).warm_start / "agent-prompt.json")
     with EmbeddedEngine(data_dir=log / "engine", model=MODEL) as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
-        made = (service.create_sampling_client(model_path=sampler_path) if sampler_path
-                else service.create_sampling_client(base_model=MODEL))
+        made = (
+            service.create_sampling_client(model_path=sampler_path)
+            if sampler_path
+            else service.create_sampling_client(base_model=MODEL)
+        )
         client = W._resolved(made)
         out = {}
         for family in DEMO_FAMILIES:
@@ -53,16 +56,31 @@ def test_a_short_demo_run_raises_the_expected_reward_on_held_out_variants(tmp_pa
     log = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}",
-         f"config.max_steps={STEPS}", f"config.eval_every={STEPS}"],
-        capture_output=True, text=True, env=env, timeout=1500)
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "demo",
+            "--headless",
+            f"config.log_path={log}",
+            f"config.max_steps={STEPS}",
+            f"config.eval_every={STEPS}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     rows = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
     assert [r["progress/batch"] for r in rows if "progress/batch" in r] == list(range(STEPS))
     # Held-out tasks were scored before the first update (in step 0's row) and after the last
     # (a row of its own), each with every trial.
-    held = [(r.get("progress/batch"), r["eval/heldout/after_updates"], r["eval/heldout/trials"])
-            for r in rows if "eval/heldout/reward" in r]
+    held = [
+        (r.get("progress/batch"), r["eval/heldout/after_updates"], r["eval/heldout/trials"])
+        for r in rows
+        if "eval/heldout/reward" in r
+    ]
     assert held == [(0, 0, 8), (None, STEPS, 8)]
     final = json.loads((log / "checkpoints.jsonl").read_text().splitlines()[-1])
 

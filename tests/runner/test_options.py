@@ -18,12 +18,20 @@ from healthz_server import healthz_server
 
 SEED_ARGS = [
     "config.base_url=http://127.0.0.1:10613",
-    "config.model_name=Qwen/Qwen3.6-35B-A3B", "config.renderer_name=qwen3_5",
-    "config.lora_rank=16", "config.learning_rate=1e-6", "config.max_tokens=8192", "config.loss_fn=ppo",
-    "config.ttl_seconds=None", "config.log_path=/tmp/harbor-tinker",
+    "config.model_name=Qwen/Qwen3.6-35B-A3B",
+    "config.renderer_name=qwen3_5",
+    "config.lora_rank=16",
+    "config.learning_rate=1e-6",
+    "config.max_tokens=8192",
+    "config.loss_fn=ppo",
+    "config.ttl_seconds=None",
+    "config.log_path=/tmp/harbor-tinker",
     "config.dataset_builder.tasks_dir=/data/tasks",
-    "config.dataset_builder.groups_per_batch=4", "config.dataset_builder.group_size=8",
-    "harbor.trial_config=trial.json", "harbor.listen_host=0.0.0.0", "harbor.advertised_host=10.0.0.5",
+    "config.dataset_builder.groups_per_batch=4",
+    "config.dataset_builder.group_size=8",
+    "harbor.trial_config=trial.json",
+    "harbor.listen_host=0.0.0.0",
+    "harbor.advertised_host=10.0.0.5",
 ]
 
 
@@ -40,18 +48,21 @@ def test_the_seed_command_parses_with_native_names_and_defaults():
     assert "config.lora_rank" in parsed.explicit
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["config.rollout_error_tolerance=True"], "set by the recipe"),
-    (["config.temperature=0.8"], "must stay 1.0"),
-    (["config.max_tokens=0"], "positive"),
-    (["config.dataset_builder.group_size=0"], "at least 1"),
-    (["harbor.max_parallel_trials_per_group=0"], "at least 1"),
-    (["config.lernrate=1"], "does not exist"),
-    (["config.learning_rate=fast"], "config.learning_rate"),
-    (["learning_rate"], "not KEY=VALUE"),
-    (["config.kl_penalty_coef=0.1"], "kl_reference_config.base_model"),
-    (["harbor.eval_group_size=0"], "at least 1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["config.rollout_error_tolerance=True"], "set by the recipe"),
+        (["config.temperature=0.8"], "must stay 1.0"),
+        (["config.max_tokens=0"], "positive"),
+        (["config.dataset_builder.group_size=0"], "at least 1"),
+        (["harbor.max_parallel_trials_per_group=0"], "at least 1"),
+        (["config.lernrate=1"], "does not exist"),
+        (["config.learning_rate=fast"], "config.learning_rate"),
+        (["learning_rate"], "not KEY=VALUE"),
+        (["config.kl_penalty_coef=0.1"], "kl_reference_config.base_model"),
+        (["harbor.eval_group_size=0"], "at least 1"),
+    ],
+)
 def test_rule_violations_are_one_readable_error(extra, message):
     with pytest.raises(OptionsError, match=message):
         parse(SEED_ARGS + extra)
@@ -69,23 +80,37 @@ def test_renderer_defaults_to_the_cookbook_recommendation():
 
 
 def _train(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-m", "tbconsole", "train", *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tbconsole", "train", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def test_cli_help_lists_every_option(tmp_path):
     proc = _train("--help", cwd=tmp_path)
     assert proc.returncode == 0
-    for key in ("config.learning_rate", "config.dataset_builder.group_size", "harbor.advertised_host",
-                "config.loss_fn", "config.ttl_seconds"):
+    for key in (
+        "config.learning_rate",
+        "config.dataset_builder.group_size",
+        "harbor.advertised_host",
+        "config.loss_fn",
+        "config.ttl_seconds",
+    ):
         assert key in proc.stdout
 
 
 def test_cli_bad_input_exits_2_and_starts_nothing(tmp_path):
     trial = tmp_path / "trial.json"
     trial.write_text(json.dumps({"agent": {"name": "nop"}}))
-    base = [a for a in SEED_ARGS if not a.startswith(("config.log_path", "harbor.trial_config",
-                                                       "config.dataset_builder.tasks_dir"))]
+    base = [
+        a
+        for a in SEED_ARGS
+        if not a.startswith(("config.log_path", "harbor.trial_config", "config.dataset_builder.tasks_dir"))
+    ]
     log = tmp_path / "run"
     cases = [
         (["config.rollout_error_tolerance=False"], "set by the recipe"),
@@ -95,9 +120,16 @@ def test_cli_bad_input_exits_2_and_starts_nothing(tmp_path):
     env = {**os.environ, "TINKER_API_KEY": "tml-test"}
     with healthz_server() as base_url:  # the gateway probe comes first: let it pass
         for extra, message in cases:
-            args = [a for a in base if not a.startswith("config.base_url")] + [
-                f"config.base_url={base_url}", f"config.log_path={log}", f"harbor.trial_config={trial}",
-                f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}"] + extra
+            args = (
+                [a for a in base if not a.startswith("config.base_url")]
+                + [
+                    f"config.base_url={base_url}",
+                    f"config.log_path={log}",
+                    f"harbor.trial_config={trial}",
+                    f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}",
+                ]
+                + extra
+            )
             proc = _train(*args, cwd=tmp_path, env=env)
             assert proc.returncode == 2, proc.stderr
             assert message in proc.stderr and "Traceback" not in proc.stderr
@@ -133,11 +165,23 @@ def test_a_run_with_stdout_piped_goes_headless_with_a_notice(tmp_path, monkeypat
     monkeypatch.setattr(logging, "raiseExceptions", logging.raiseExceptions)  # run_train turns it off
     monkeypatch.setenv("TINKER_API_KEY", "tml-test")
     log = tmp_path / "run"
-    base = [a for a in SEED_ARGS if not a.startswith(("config.base_url", "config.log_path", "harbor.trial_config",
-                                                       "config.dataset_builder.tasks_dir"))]
+    base = [
+        a
+        for a in SEED_ARGS
+        if not a.startswith(
+            ("config.base_url", "config.log_path", "harbor.trial_config", "config.dataset_builder.tasks_dir")
+        )
+    ]
     with healthz_server() as base_url:
-        code = run_train([*base, f"config.base_url={base_url}", f"config.log_path={log}",
-                          f"harbor.trial_config={trial}", f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}"])
+        code = run_train(
+            [
+                *base,
+                f"config.base_url={base_url}",
+                f"config.log_path={log}",
+                f"harbor.trial_config={trial}",
+                f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}",
+            ]
+        )
     assert code == 0 and len(started) == 1
     err = capsys.readouterr().err
     assert "stdout is not a terminal" in err and f"tbconsole attach {log}" in err

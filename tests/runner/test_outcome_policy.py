@@ -31,7 +31,8 @@ def make_task(root: Path, name: str, *, solve: str, test: str, agent_timeout: fl
     for sub in ("solution", "tests", "environment"):
         (task / sub).mkdir(parents=True)
     (task / "instruction.md").write_text("Do the thing.\n")
-    (task / "task.toml").write_text(textwrap.dedent(f"""
+    (task / "task.toml").write_text(
+        textwrap.dedent(f"""
         schema_version = "1.1"
         [agent]
         timeout_sec = {agent_timeout}
@@ -39,15 +40,21 @@ def make_task(root: Path, name: str, *, solve: str, test: str, agent_timeout: fl
         timeout_sec = 30.0
         [environment]
         workdir = "/app"
-    """))
+    """)
+    )
     (task / "environment" / "setup.sh").write_text("true\n")
     (task / "solution" / "solve.sh").write_text(solve)
     (task / "tests" / "test.sh").write_text("mkdir -p /logs/verifier\n" + test)
     return task
 
 
-def context(tmp_path, sandbox_root, agent: dict | None = None, environment: dict | None = None,
-            proxy: ProxySettings | None = None) -> tuple[RunContext, list]:
+def context(
+    tmp_path,
+    sandbox_root,
+    agent: dict | None = None,
+    environment: dict | None = None,
+    proxy: ProxySettings | None = None,
+) -> tuple[RunContext, list]:
     from tinker_cookbook.renderers import get_renderer
 
     from tbconsole.engine.registry import load_tokenizer
@@ -57,12 +64,18 @@ def context(tmp_path, sandbox_root, agent: dict | None = None, environment: dict
     seen = []
     raw = {
         "agent": agent or {"name": "oracle"},
-        "environment": environment or {"import_path": "tbconsole.sandbox:LocalSandbox",
-                                       "kwargs": {"root": str(sandbox_root)}},
+        "environment": environment
+        or {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"root": str(sandbox_root)}},
     }
-    ctx = RunContext(publish=seen.append, control=RunControl(seen.append), log_path=tmp_path / "run",
-                     renderer=renderer, tokenizer=tokenizer,
-                     template=TrialTemplate(raw=raw, proxy=proxy or ProxySettings(), source="test"), max_tokens=32)
+    ctx = RunContext(
+        publish=seen.append,
+        control=RunControl(seen.append),
+        log_path=tmp_path / "run",
+        renderer=renderer,
+        tokenizer=tokenizer,
+        template=TrialTemplate(raw=raw, proxy=proxy or ProxySettings(), source="test"),
+        max_tokens=32,
+    )
     return ctx, seen
 
 
@@ -84,15 +97,20 @@ async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 
 
 
 async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root):
-    ok = make_task(tmp_path, "ok", solve="echo done > /app/out\n", test=(
-        "grep -q done /app/out && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"))
+    ok = make_task(
+        tmp_path,
+        "ok",
+        solve="echo done > /app/out\n",
+        test=("grep -q done /app/out && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"),
+    )
     ctx, seen = context(tmp_path, sandbox_root)
     result = await run_group(ctx, builder := group(ok), sampling_client=None)
     assert [r.reward for r in builder.rewards] == [1.0, 1.0]
     assert len(result.trajectories) == 2 and all(t.transitions == [] for t in result.trajectories)
 
-    slow = make_task(tmp_path, "slow", solve="sleep 30\n", test="echo 0.5 > /logs/verifier/reward.txt\n",
-                     agent_timeout=1)
+    slow = make_task(
+        tmp_path, "slow", solve="sleep 30\n", test="echo 0.5 > /logs/verifier/reward.txt\n", agent_timeout=1
+    )
     ctx, seen = context(tmp_path, sandbox_root)
     await run_group(ctx, builder := group(slow), sampling_client=None)
     assert [r.reward for r in builder.rewards] == [0.5, 0.5]
@@ -100,11 +118,14 @@ async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root)
     assert builder.rewards[0].metrics == {f"exit_status/{TrialOutcome.TIME_LIMIT}": 1.0}
 
 
-@pytest.mark.parametrize("test_script, kinds", [
-    # Harbor refuses a NaN reward file itself; our policy would refuse the value too.
-    ("echo nan > /logs/verifier/reward.txt\n", {"VerifierOutputParseError", "NonFiniteReward"}),
-    ("true  # writes no reward\n", {"RewardFileNotFoundError"}),
-])
+@pytest.mark.parametrize(
+    "test_script, kinds",
+    [
+        # Harbor refuses a NaN reward file itself; our policy would refuse the value too.
+        ("echo nan > /logs/verifier/reward.txt\n", {"VerifierOutputParseError", "NonFiniteReward"}),
+        ("true  # writes no reward\n", {"RewardFileNotFoundError"}),
+    ],
+)
 async def test_bad_rewards_raise_instead_of_scoring(tmp_path, sandbox_root, test_script, kinds):
     task = make_task(tmp_path, "bad", solve="true\n", test=test_script)
     ctx, seen = context(tmp_path, sandbox_root)
@@ -177,7 +198,8 @@ class SlowStopSandbox(LocalSandbox):
 
 
 async def test_a_group_that_raised_leaves_no_sandbox_even_when_one_is_still_stopping(
-        tmp_path, sandbox_root, monkeypatch):
+    tmp_path, sandbox_root, monkeypatch
+):
     task = make_task(tmp_path, "bad", solve="true\n", test="true  # writes no reward\n")
     environment = injected_environment(tmp_path, monkeypatch, sandbox_root, SLOW_STOP_ENV, "SlowStopSandbox")
     ctx, _ = context(tmp_path, sandbox_root, environment=environment)
@@ -231,12 +253,22 @@ async def test_lost_capture_raises(tmp_path, sandbox_root):
 
     task = make_task(tmp_path, "talk", solve="true\n", test="echo 0 > /logs/verifier/reward.txt\n")
     venv = Path(sys.prefix)
-    agent = {"name": "mini-swe-agent", "model_name": "openai/policy", "override_timeout_sec": 30,
-             "env": {"OPENAI_BASE_URL": "{proxy_url}/v1", "OPENAI_API_KEY": "{proxy_api_key}",
-                     "MSWEA_COST_TRACKING": "ignore_errors", "PATH": f"{venv / 'bin'}:{BASE_PATH}"},
-             "kwargs": {"max_tokens": 16, "skip_install": True, "config": {"agent": {"step_limit": 1}}}}
-    environment = {"import_path": "tbconsole.sandbox:LocalSandbox",
-                   "kwargs": {"root": str(sandbox_root), "host_paths": [str(venv)]}}
+    agent = {
+        "name": "mini-swe-agent",
+        "model_name": "openai/policy",
+        "override_timeout_sec": 30,
+        "env": {
+            "OPENAI_BASE_URL": "{proxy_url}/v1",
+            "OPENAI_API_KEY": "{proxy_api_key}",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "PATH": f"{venv / 'bin'}:{BASE_PATH}",
+        },
+        "kwargs": {"max_tokens": 16, "skip_install": True, "config": {"agent": {"step_limit": 1}}},
+    }
+    environment = {
+        "import_path": "tbconsole.sandbox:LocalSandbox",
+        "kwargs": {"root": str(sandbox_root), "host_paths": [str(venv)]},
+    }
     ctx, seen = context(tmp_path, sandbox_root, agent=agent, environment=environment)
     full = ctx.log_path / "capture"
     full.mkdir(parents=True)

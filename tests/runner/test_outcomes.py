@@ -8,28 +8,45 @@ from tbconsole.proxy import TrialStats
 from tbconsole.runner.outcomes import MODEL_CALL_FAILED, NO_MODEL_CALL, classify, infrastructure_failure
 
 
-@pytest.mark.parametrize("exception, status", [
-    (None, "Submitted"),
-    ("AgentTimeoutError", "TimeLimitExceeded"),
-    ("ContextWindowExceededError", "SequenceLengthLimitExceeded"),
-    ("OutputTokenExceededError", "OutputTokenLimitExceeded"),
-])
+@pytest.mark.parametrize(
+    "exception, status",
+    [
+        (None, "Submitted"),
+        ("AgentTimeoutError", "TimeLimitExceeded"),
+        ("ContextWindowExceededError", "SequenceLengthLimitExceeded"),
+        ("OutputTokenExceededError", "OutputTokenLimitExceeded"),
+    ],
+)
 def test_scored_outcomes_use_the_verifier_reward(exception, status):
     outcome = classify(exception, "msg", {"reward": 0.5, "other": 1.0}, "reward")
     assert outcome.status == status and outcome.scored and outcome.reward == 0.5
 
 
-@pytest.mark.parametrize("exception", ["EnvironmentStartTimeoutError", "NonZeroAgentExitCodeError",
-                                       "VerifierTimeoutError", "RuntimeError", "CancelledError"])
+@pytest.mark.parametrize(
+    "exception",
+    [
+        "EnvironmentStartTimeoutError",
+        "NonZeroAgentExitCodeError",
+        "VerifierTimeoutError",
+        "RuntimeError",
+        "CancelledError",
+    ],
+)
 def test_other_failures_raise_even_with_a_reward(exception):
     outcome = classify(exception, "boom", {"reward": 0.0}, "reward")
     assert not outcome.scored and outcome.reward is None and outcome.exception_type == exception
 
 
-@pytest.mark.parametrize("rewards, kind", [(None, "MissingReward"), ({"score": 1.0}, "MissingReward"),
-                                           ({"reward": math.nan}, "NonFiniteReward"),
-                                           ({"reward": math.inf}, "NonFiniteReward"),
-                                           ({"reward": "yes"}, "InvalidReward")])
+@pytest.mark.parametrize(
+    "rewards, kind",
+    [
+        (None, "MissingReward"),
+        ({"score": 1.0}, "MissingReward"),
+        ({"reward": math.nan}, "NonFiniteReward"),
+        ({"reward": math.inf}, "NonFiniteReward"),
+        ({"reward": "yes"}, "InvalidReward"),
+    ],
+)
 def test_missing_or_bad_reward_raises(rewards, kind):
     outcome = classify(None, None, rewards, "reward")
     assert not outcome.scored and outcome.exception_type == kind

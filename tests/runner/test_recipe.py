@@ -19,14 +19,23 @@ from tests_support import sandbox_cgroups_of
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-SMALL = ["config.dataset_builder.groups_per_batch=1", "config.dataset_builder.group_size=2",
-         "config.max_tokens=64", "config.eval_every=0"]
+SMALL = [
+    "config.dataset_builder.groups_per_batch=1",
+    "config.dataset_builder.group_size=2",
+    "config.max_tokens=64",
+    "config.eval_every=0",
+]
 
 
 def _demo(log: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "tbconsole", "demo", f"config.log_path={log}", *SMALL, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tbconsole", "demo", f"config.log_path={log}", *SMALL, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def _events(log: Path) -> list:
@@ -50,8 +59,15 @@ def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     rows = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1
-    for key in ("env/all/reward/total", "optim/kl_sample_train_v1", "optim/entropy", "optim/lr",
-                "env/all/total_ac_tokens", "env/all/by_group/frac_mixed", "progress/batch"):
+    for key in (
+        "env/all/reward/total",
+        "optim/kl_sample_train_v1",
+        "optim/entropy",
+        "optim/lr",
+        "env/all/total_ac_tokens",
+        "env/all/by_group/frac_mixed",
+        "progress/batch",
+    ):
         assert key in rows[0], key
     assert abs(rows[0]["optim/kl_sample_train_v1"]) < 1e-3  # captured logprobs match the trainer's
     assert [json.loads(line)["batch"] for line in (log / "checkpoints.jsonl").read_text().splitlines()][-1] == 1
@@ -60,8 +76,17 @@ def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
     assert sum(len(t.output_tokens) for t in captured) == rows[0]["env/all/total_ac_tokens"]
     assert sum(len(t.prompt_tokens) for t in captured) == rows[0]["env/all/total_ob_tokens"]
     kinds = [e.kind for e in _events(log)]
-    for kind in ("run.started", "gateway.health", "group.started", "trial.phase", "proxy.request",
-                 "trial.ended", "group.ended", "step.metrics", "run.ended"):
+    for kind in (
+        "run.started",
+        "gateway.health",
+        "group.started",
+        "trial.phase",
+        "proxy.request",
+        "trial.ended",
+        "group.ended",
+        "step.metrics",
+        "run.ended",
+    ):
         assert kind in kinds, kind
     ended = [e for e in _events(log) if e.kind == "run.ended"][-1]
     assert ended.status == "done"

@@ -7,13 +7,22 @@ import pytest
 from tbconsole.runner.trials import TrialConfigError, load_template
 
 SEED_TRIAL = {
-    "trials_dir": "/tmp/harbor-trials", "environment": {"type": "e2b"},
+    "trials_dir": "/tmp/harbor-trials",
+    "environment": {"type": "e2b"},
     "agent": {
-        "name": "mini-swe-agent", "model_name": "openai/policy", "override_timeout_sec": 5400,
-        "env": {"OPENAI_BASE_URL": "{proxy_url}/v1", "OPENAI_API_KEY": "{proxy_api_key}",
-                "MSWEA_COST_TRACKING": "ignore_errors"},
-        "kwargs": {"max_tokens": 8192, "max_seq_len": 65536,
-                   "config": {"model": {"model_kwargs": {"temperature": 0.8}}}},
+        "name": "mini-swe-agent",
+        "model_name": "openai/policy",
+        "override_timeout_sec": 5400,
+        "env": {
+            "OPENAI_BASE_URL": "{proxy_url}/v1",
+            "OPENAI_API_KEY": "{proxy_api_key}",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+        },
+        "kwargs": {
+            "max_tokens": 8192,
+            "max_seq_len": 65536,
+            "config": {"model": {"model_kwargs": {"temperature": 0.8}}},
+        },
     },
 }
 
@@ -36,23 +45,38 @@ def test_seed_trial_json_works_unchanged(tmp_path):
 
 
 def test_claude_code_variant(tmp_path):
-    body = {"agent": {"name": "claude-code", "model_name": "anthropic/policy",
-                      "env": {"ANTHROPIC_BASE_URL": "{proxy_url}", "ANTHROPIC_API_KEY": "{proxy_api_key}"}}}
+    body = {
+        "agent": {
+            "name": "claude-code",
+            "model_name": "anthropic/policy",
+            "env": {"ANTHROPIC_BASE_URL": "{proxy_url}", "ANTHROPIC_API_KEY": "{proxy_api_key}"},
+        }
+    }
     template = load_template(_write(tmp_path, body))
     config = template.config_for(tmp_path, "t", "http://h:1/t/t", "k", tmp_path)
     assert config.agent.env["ANTHROPIC_BASE_URL"] == "http://h:1/t/t"
     assert config.environment.import_path == "tbconsole.sandbox:LocalSandbox"  # default
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"task": {"path": "x"}, "agent": {"name": "nop"}}, "leave it out"),
-    ({"agent": {"name": "mini-swe-agent", "kwargs": {"max_seq_len": "big"}}}, "positive integer"),
-    ({"agent": {"name": "mini-swe-agent", "kwargs": {"bogus": 1}}}, "Unknown option 'bogus'"),
-    ({"agent": {"name": "mini-swe-agent", "kwargs": {"config": {"model": {"model_kwargs": {"temperature": -1}}}}}},
-     ">= 0"),
-    ({"agent": "mini-swe-agent"}, "'agent' must be an object"),
-    ([1, 2], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"task": {"path": "x"}, "agent": {"name": "nop"}}, "leave it out"),
+        ({"agent": {"name": "mini-swe-agent", "kwargs": {"max_seq_len": "big"}}}, "positive integer"),
+        ({"agent": {"name": "mini-swe-agent", "kwargs": {"bogus": 1}}}, "Unknown option 'bogus'"),
+        (
+            {
+                "agent": {
+                    "name": "mini-swe-agent",
+                    "kwargs": {"config": {"model": {"model_kwargs": {"temperature": -1}}}},
+                }
+            },
+            ">= 0",
+        ),
+        ({"agent": "mini-swe-agent"}, "'agent' must be an object"),
+        ([1, 2], "JSON object"),
+    ],
+)
 def test_bad_trial_configs_are_refused_with_a_message(tmp_path, body, message):
     with pytest.raises(TrialConfigError, match=message):
         load_template(_write(tmp_path, body))
@@ -125,8 +149,12 @@ def test_seed_terminus_2_variant_translates_every_key(tmp_path):
     assert template.raw["agent"]["kwargs"] == {
         "temperature": 0.8,
         "llm_call_kwargs": {"max_tokens": 8192},
-        "model_info": {"max_input_tokens": 65536, "max_output_tokens": 8192,
-                       "input_cost_per_token": 0.0, "output_cost_per_token": 0.0},
+        "model_info": {
+            "max_input_tokens": 65536,
+            "max_output_tokens": 8192,
+            "input_cost_per_token": 0.0,
+            "output_cost_per_token": 0.0,
+        },
     }
     body = _seed_variant("terminus-2", "openai/policy", OPENAI_ENV)
     body["agent"]["kwargs"]["config"]["agent"] = {"step_limit": 3}  # mini-swe-agent's, not terminus-2's
@@ -137,20 +165,34 @@ def test_seed_terminus_2_variant_translates_every_key(tmp_path):
 def test_local_paths_are_filled_and_a_missing_cli_is_named(tmp_path, monkeypatch):
     import sys
 
-    body = {"agent": {"name": "mini-swe-agent", "model_name": "openai/policy",
-                      "env": {"PATH": "{venv}/bin:/usr/bin"}, "kwargs": {"skip_install": True}},
-            "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"host_paths": ["{venv}"]}}}
+    body = {
+        "agent": {
+            "name": "mini-swe-agent",
+            "model_name": "openai/policy",
+            "env": {"PATH": "{venv}/bin:/usr/bin"},
+            "kwargs": {"skip_install": True},
+        },
+        "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"host_paths": ["{venv}"]}},
+    }
     template = load_template(_write(tmp_path, body))
     assert template.raw["agent"]["env"]["PATH"] == f"{sys.prefix}/bin:/usr/bin"
     assert template.raw["environment"]["kwargs"]["host_paths"] == [sys.prefix]
 
     monkeypatch.setenv("TBCONSOLE_AGENTS_DIR", str(tmp_path / "no-agents"))
-    body = {"agent": {"name": "claude-code", "model_name": "anthropic/policy",
-                      "env": {**CLAUDE_ENV, "PATH": "{agents}/node_modules/.bin:/usr/bin"},
-                      "kwargs": {"skip_install": True}},
-            "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"host_paths": ["{agents}"]}}}
-    with pytest.raises(TrialConfigError, match=r"Claude Code \(@anthropic-ai/claude-code@[\d.]+\) is not installed in "
-                                               r".*no-agents: run scripts/agents\.sh"):
+    body = {
+        "agent": {
+            "name": "claude-code",
+            "model_name": "anthropic/policy",
+            "env": {**CLAUDE_ENV, "PATH": "{agents}/node_modules/.bin:/usr/bin"},
+            "kwargs": {"skip_install": True},
+        },
+        "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"host_paths": ["{agents}"]}},
+    }
+    with pytest.raises(
+        TrialConfigError,
+        match=r"Claude Code \(@anthropic-ai/claude-code@[\d.]+\) is not installed in "
+        r".*no-agents: run scripts/agents\.sh",
+    ):
         load_template(_write(tmp_path, body))
 
 

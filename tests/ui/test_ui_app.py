@@ -33,18 +33,19 @@ def live_app(events, *, speed=float("inf"), **kwargs):
     async def work():
         return await play(bus, control, events, speed=speed, retime=False)
 
-    app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), work=work,
-                     clock=lambda: T_FIXED, **kwargs)
+    app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), work=work, clock=lambda: T_FIXED, **kwargs)
     return app, control, published
 
 
 def laid_out(app, selector):
     """The widget is on screen with a size (a click can land on it)."""
+
     def check():
         try:
             return app.screen.query_one(selector).region.area > 0
         except Exception:  # noqa: BLE001 - not mounted yet
             return False
+
     return check
 
 
@@ -86,8 +87,7 @@ async def test_stop_and_abort_ask_first():
     events = list(synthetic_run(steps=2, groups=2, group_size=2, end=False))
     bus = EventBus()
     control = RunControl(bus.publish)
-    app = ConsoleApp(source=BusSource(bus, history=events[:40]), controls=LocalControls(control),
-                     clock=lambda: T_FIXED)
+    app = ConsoleApp(source=BusSource(bus, history=events[:40]), controls=LocalControls(control), clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.state.events == 40 and app.check_action("stop", ()))
         await pilot.press("s")
@@ -208,8 +208,9 @@ async def test_footer_shows_only_valid_actions(finished_events):
 
     bus = EventBus()
     control = RunControl(bus.publish)
-    live = ConsoleApp(source=BusSource(bus, history=finished_events[:30]), controls=LocalControls(control),
-                      clock=lambda: T_FIXED)
+    live = ConsoleApp(
+        source=BusSource(bus, history=finished_events[:30]), controls=LocalControls(control), clock=lambda: T_FIXED
+    )
     async with live.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: live.state.events == 30 and "pause" in shown(live))
         actions = shown(live)
@@ -226,6 +227,7 @@ async def test_transcript_live_tail_follows_unless_scrolled_up():
     requests = [i for i, e in enumerate(events) if isinstance(e, ProxyRequest)]
     bus = EventBus()
     app = ConsoleApp(source=BusSource(bus, history=events[: requests[5]]), clock=lambda: T_FIXED)
+
     def turns(screen):
         return sum(1 for b in screen.blocks if b.startswith("turn"))
 
@@ -235,19 +237,19 @@ async def test_transcript_live_tail_follows_unless_scrolled_up():
         await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen) and turns(app.screen) == 5)
         screen = app.screen
         assert agent_at < requests[5]
-        for e in events[requests[5]: requests[12]]:
+        for e in events[requests[5] : requests[12]]:
             bus.publish(e)
         await wait_for(pilot, lambda: turns(screen) == 12)
         await wait_for(pilot, lambda: screen.body.max_scroll_y > 0 and screen.body.scroll_y == screen.body.max_scroll_y)
         await pilot.press("home")
         await wait_for(pilot, lambda: screen.body.scroll_y == 0)
-        for e in events[requests[12]: requests[15]]:
+        for e in events[requests[12] : requests[15]]:
             bus.publish(e)
         await wait_for(pilot, lambda: screen.new_turns == 3 and "3 new turns" in rendered(screen.query_one("#tstatus")))
         assert screen.body.scroll_y == 0  # not following: the view stays where the user put it
         await pilot.press("end")
         await wait_for(pilot, lambda: screen.new_turns == 0)
-        for e in events[requests[15]:]:
+        for e in events[requests[15] :]:
             bus.publish(e)
         await wait_for(pilot, lambda: screen.blocks[-1] == "verifier")
         await wait_for(pilot, lambda: screen.body.scroll_y == screen.body.max_scroll_y)
@@ -280,6 +282,7 @@ async def test_a_flood_of_events_stays_responsive():
 
 async def test_theme_switch_redraws(finished_events):
     app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED, theme="dark")
+
     def title_style():  # the header's first word is drawn in the theme's primary colour
         spans = getattr(app.screen.query_one("#header").content, "spans", None)  # "" before the first draw
         return str(spans[0].style) if spans else None
@@ -319,13 +322,20 @@ async def test_sampler_and_kl_reference_rows(finished_events):
 
     from tbconsole.events import GatewayHealth, StepMetrics
 
-    unnamed = [dataclasses.replace(e, sampler_path=None) if isinstance(e, GatewayHealth) else e
-               for e in finished_events]
+    unnamed = [
+        dataclasses.replace(e, sampler_path=None) if isinstance(e, GatewayHealth) else e for e in finished_events
+    ]
     last = max(e.step for e in unnamed if isinstance(e, StepMetrics))
-    with_kl = [dataclasses.replace(e, metrics={**e.metrics, "kl_policy_base": 0.0123})
-               if isinstance(e, StepMetrics) else e for e in unnamed]
-    no_loss = [dataclasses.replace(e, metrics={k: v for k, v in e.metrics.items() if not k.startswith("loss")})
-               if isinstance(e, StepMetrics) else e for e in with_kl]
+    with_kl = [
+        dataclasses.replace(e, metrics={**e.metrics, "kl_policy_base": 0.0123}) if isinstance(e, StepMetrics) else e
+        for e in unnamed
+    ]
+    no_loss = [
+        dataclasses.replace(e, metrics={k: v for k, v in e.metrics.items() if not k.startswith("loss")})
+        if isinstance(e, StepMetrics)
+        else e
+        for e in with_kl
+    ]
     for events, kl_row in ((unnamed, False), (with_kl, True), (no_loss, True)):
         app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
         async with app.run_test(size=(120, 36)) as pilot:
@@ -348,8 +358,11 @@ async def test_a_resumed_live_console_shows_the_whole_run(tmp_path):
     first = list(synthetic_run(steps=3, groups=2, group_size=2, seed=4, stop_after=1, hostile=False))
     full = list(synthetic_run(steps=3, groups=2, group_size=2, seed=4, hostile=False))
     started = dataclasses.replace(first[0], run_id="resumed", start_step=2, ts=first[-1].ts + 60)
-    second = [started] + [dataclasses.replace(e, ts=e.ts + 60) for e in full
-                          if getattr(e, "step", None) == 2 and not isinstance(e, RunStarted)]
+    second = [started] + [
+        dataclasses.replace(e, ts=e.ts + 60)
+        for e in full
+        if getattr(e, "step", None) == 2 and not isinstance(e, RunStarted)
+    ]
     bus = EventBus(tmp_path)
     for e in first:
         bus.publish(e)

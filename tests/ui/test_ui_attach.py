@@ -14,24 +14,24 @@ from tbconsole.events import ControlChanged, read_events
 
 from conftest import FIXTURES
 
-pytestmark = [pytest.mark.timeout(90),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 
 class Tmux:
     def __init__(self, command: str, width=120, height=36):
         self.name = f"tbc-{uuid.uuid4().hex[:8]}"
         command = f"env -u COLUMNS -u LINES {command}"  # the terminal decides the size
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                        command], check=True)
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), command], check=True
+        )
         # a tmux server started earlier may impose its size: pin this window's
         subprocess.run(["tmux", "set-option", "-t", self.name, "window-size", "manual"], capture_output=True)
-        subprocess.run(["tmux", "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
-                       capture_output=True)
+        subprocess.run(
+            ["tmux", "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)], capture_output=True
+        )
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"], capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"], capture_output=True, text=True).stdout
 
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
@@ -99,13 +99,40 @@ def test_attach_controls_a_run_in_another_process(tmux_sessions, tmp_path):
 
 def test_attach_screenshot_writes_the_replayed_console_as_svg(tmp_path):
     out = tmp_path / "shots" / "run.svg"
-    proc = subprocess.run([sys.executable, "-m", "tbconsole", "attach", str(FIXTURES / "finished"),
-                           "--screenshot", str(out), "--size", "120x36"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "attach",
+            str(FIXTURES / "finished"),
+            "--screenshot",
+            str(out),
+            "--size",
+            "120x36",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     svg = out.read_text()
     assert svg.startswith("<svg") and "DONE" in svg and "rewards" in svg
     assert [p.name for p in out.parent.iterdir()] == ["run.svg"]  # no temporary file left
-    bad = subprocess.run([sys.executable, "-m", "tbconsole", "attach", str(FIXTURES / "finished"),
-                          "--screenshot", str(out), "--size", "wide"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "attach",
+            str(FIXTURES / "finished"),
+            "--screenshot",
+            str(out),
+            "--size",
+            "wide",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "--size" in bad.stderr and "Traceback" not in bad.stderr

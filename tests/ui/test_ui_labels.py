@@ -53,10 +53,22 @@ async def test_the_held_out_evaluation_shows_as_its_own_phase():
     from tbconsole.events import ControlChanged, RunStarted
     from tbconsole.ui.source import ListSource
 
-    events = [RunStarted(ts=1000, run_id="r", log_path="/run", model_name="m", base_url=None, renderer_name=None,
-                         total_steps=20, groups_per_batch=1, group_size=2, tasks=["a"],
-                         config={"config": {"eval_every": 5}, "harbor": {"eval_tasks_dir": "/heldout"}}),
-              ControlChanged(ts=1000, state="running")]
+    events = [
+        RunStarted(
+            ts=1000,
+            run_id="r",
+            log_path="/run",
+            model_name="m",
+            base_url=None,
+            renderer_name=None,
+            total_steps=20,
+            groups_per_batch=1,
+            group_size=2,
+            tasks=["a"],
+            config={"config": {"eval_every": 5}, "harbor": {"eval_tasks_dir": "/heldout"}},
+        ),
+        ControlChanged(ts=1000, state="running"),
+    ]
     app = ConsoleApp(source=ListSource(events), clock=lambda: 1042)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: "held-out" in rendered(app.screen.query_one("#header"), 200))

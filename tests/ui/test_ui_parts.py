@@ -60,6 +60,7 @@ def test_reward_bins_binary_and_continuous():
 
 # -- plain text -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("hostile", HOSTILE + ["\x9b31m C1 CSI", "\x00nul \x7fdel", "[/]", "[red]x"])
 def test_hostile_strings_render_inert(hostile):
     shown = plain(hostile)
@@ -85,6 +86,7 @@ def test_one_line():
 
 # -- themes -----------------------------------------------------------------------------------
 
+
 def test_theme_files_load(tmp_path):
     from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, REPO_THEMES, load_themes
 
@@ -104,15 +106,23 @@ def test_theme_files_load(tmp_path):
 # -- trial files ------------------------------------------------------------------------------
 
 ATIF = {
-    "schema_version": "ATIF-v1.6", "session_id": "s", "agent": {"name": "mini-swe-agent", "version": "2"},
+    "schema_version": "ATIF-v1.6",
+    "session_id": "s",
+    "agent": {"name": "mini-swe-agent", "version": "2"},
     "steps": [
         {"step_id": 1, "source": "system", "message": "You are a helpful agent."},
         {"step_id": 2, "source": "user", "message": "Create /app/hello.txt [bold]now[/bold]"},
-        {"step_id": 3, "source": "agent", "message": [{"type": "text", "text": "ok \x1b[2J"}],
-         "reasoning_content": "think", "tool_calls": [
-             {"tool_call_id": "c1", "function_name": "bash", "arguments": {"command": "echo hi > /app/hello.txt"}}],
-         "observation": {"results": [{"source_call_id": "c1", "content": "done\x07"}]},
-         "metrics": {"prompt_tokens": 100, "completion_tokens": 20}},
+        {
+            "step_id": 3,
+            "source": "agent",
+            "message": [{"type": "text", "text": "ok \x1b[2J"}],
+            "reasoning_content": "think",
+            "tool_calls": [
+                {"tool_call_id": "c1", "function_name": "bash", "arguments": {"command": "echo hi > /app/hello.txt"}}
+            ],
+            "observation": {"results": [{"source_call_id": "c1", "content": "done\x07"}]},
+            "metrics": {"prompt_tokens": 100, "completion_tokens": 20},
+        },
     ],
 }
 
@@ -127,9 +137,17 @@ def make_trial_dir(tmp_path, *, trajectory=ATIF, task_instruction="Write hello."
     body = json.dumps(trajectory)
     (trial / "agent" / "trajectory.json").write_text(body if complete else body[:40])
     (trial / "verifier" / "test-stdout.txt").write_text("1 passed\n")
-    (trial / "result.json").write_text(json.dumps({
-        "task_name": "hello-file", "trial_name": trial.name, "config": {"task": {"path": str(task)}},
-        "verifier_result": {"rewards": {"reward": 1.0}}, "exception_info": None}))
+    (trial / "result.json").write_text(
+        json.dumps(
+            {
+                "task_name": "hello-file",
+                "trial_name": trial.name,
+                "config": {"task": {"path": str(task)}},
+                "verifier_result": {"rewards": {"reward": 1.0}},
+                "exception_info": None,
+            }
+        )
+    )
     return trial
 
 
@@ -158,9 +176,22 @@ def test_capture_outputs(tmp_path):
     path = capture_path(tmp_path, 3, 1, "t1")
     assert path == tmp_path / "capture" / "step_000003" / "group_001" / "t1.jsonl"
     path.parent.mkdir(parents=True)
-    lines = [json.dumps({"v": 1, "trial": "t1", "turn": i, "prompt_len": 3, "prompt_shared": 0,
-                         "prompt_tail": [1, 2, 3], "output": [10 + i, 11], "logprobs": [-0.1, -2.0],
-                         "stop_reason": "stop"}) for i in range(2)]
+    lines = [
+        json.dumps(
+            {
+                "v": 1,
+                "trial": "t1",
+                "turn": i,
+                "prompt_len": 3,
+                "prompt_shared": 0,
+                "prompt_tail": [1, 2, 3],
+                "output": [10 + i, 11],
+                "logprobs": [-0.1, -2.0],
+                "stop_reason": "stop",
+            }
+        )
+        for i in range(2)
+    ]
     path.write_text("\n".join(lines) + "\n" + lines[0][:20])  # a cut-short last line
     turns = read_capture_outputs(path)
     assert [t.turn for t in turns] == [0, 1] and turns[1].output == [11, 11] and turns[0].logprobs == [-0.1, -2.0]
@@ -224,8 +255,9 @@ def test_group_flags_are_shown_whole_in_a_narrow_label(finished_events):
     for width in (10, 14, 24):
         label = fit(group_label(same, state, width, p), width).plain.rstrip()
         assert label.endswith(" =all") and len(label) <= width, label
-    state = reduce_all(finished_events[: next(i for i, e in enumerate(finished_events)
-                                                 if isinstance(e, GroupEnded) and not e.ok) + 1])
+    state = reduce_all(
+        finished_events[: next(i for i, e in enumerate(finished_events) if isinstance(e, GroupEnded) and not e.ok) + 1]
+    )
     failed = next(g for g in state.groups.values() if g.ok is False)
     assert fit(group_label(failed, state, 14, p), 14).plain.rstrip().endswith(" ✗err")
 
@@ -236,21 +268,38 @@ def test_cancelled_and_limit_cells():
     from tbconsole.ui.widgets.trialcells import cell_text
 
     p = Palette(*(["#010101"] * 9))
-    cancelled = TrialState(trial="t", step=0, group=0, index=0, task="a", phase="agent", started=0.0,
-                           cancelled=True, ended=5.0)
+    cancelled = TrialState(
+        trial="t", step=0, group=0, index=0, task="a", phase="agent", started=0.0, cancelled=True, ended=5.0
+    )
     assert cell_text(cancelled, 100, 12, p).plain == "cancel"
-    for outcome, mark in (("TimeLimitExceeded", "T"), ("SequenceLengthLimitExceeded", "L"),
-                          ("OutputTokenLimitExceeded", "L"), ("Submitted", "")):
-        t = TrialState(trial="t", step=0, group=0, index=0, task="a", outcome=outcome, scored=True, reward=1.0,
-                       started=0.0, ended=3.0)
+    for outcome, mark in (
+        ("TimeLimitExceeded", "T"),
+        ("SequenceLengthLimitExceeded", "L"),
+        ("OutputTokenLimitExceeded", "L"),
+        ("Submitted", ""),
+    ):
+        t = TrialState(
+            trial="t",
+            step=0,
+            group=0,
+            index=0,
+            task="a",
+            outcome=outcome,
+            scored=True,
+            reward=1.0,
+            started=0.0,
+            ended=3.0,
+        )
         assert cell_text(t, 100, 12, p).plain == f"✓1{mark} 3s"
-    failed = TrialState(trial="t", step=0, group=0, index=0, task="a", outcome="AgentError", scored=False,
-                        exception_type="CaptureLost")
+    failed = TrialState(
+        trial="t", step=0, group=0, index=0, task="a", outcome="AgentError", scored=False, exception_type="CaptureLost"
+    )
     assert cell_text(failed, 100, 16, p).plain == "! CaptureLost"
     assert cell_text(failed, 100, 12, p).plain == "! CaptureLo…"  # cut to the cell, not past it
 
 
 # -- help texts ---------------------------------------------------------------------------------
+
 
 def test_every_metric_and_counter_is_explained():
     from tbconsole.ui.present import CAPTURE_HELP, GATEWAY_HELP, HELP_TABLES, METRIC_ROWS
@@ -268,12 +317,23 @@ def test_every_metric_and_counter_is_explained():
 
 # -- boundaries ---------------------------------------------------------------------------------
 
+
 def test_plain_parts_of_the_ui_do_not_import_textual():
-    modules = ["tbconsole.state", "tbconsole.ui.synthetic", "tbconsole.ui.plotmath", "tbconsole.ui.sanitize",
-               "tbconsole.ui.source", "tbconsole.ui.trialfiles", "tbconsole.ui.present", "tbconsole.ui.filters"]
-    code = ("import importlib, sys\n"
-            f"for m in {modules!r}: importlib.import_module(m)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'harbor', 'tinker')))")
+    modules = [
+        "tbconsole.state",
+        "tbconsole.ui.synthetic",
+        "tbconsole.ui.plotmath",
+        "tbconsole.ui.sanitize",
+        "tbconsole.ui.source",
+        "tbconsole.ui.trialfiles",
+        "tbconsole.ui.present",
+        "tbconsole.ui.filters",
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'harbor', 'tinker')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -281,12 +341,14 @@ def test_plain_parts_of_the_ui_do_not_import_textual():
 
 def test_attach_path_imports_no_heavy_modules(tmp_path):
     """`tbconsole attach` loads the app without torch, harbor, tinker, transformers, aiohttp."""
-    code = ("import sys\n"
-            "from tbconsole.ui import cli\n"
-            "from tbconsole.ui.app import ConsoleApp\n"
-            "from tbconsole.ui.source import TailSource, Replay, FileControls\n"
-            "heavy = ('torch', 'harbor', 'tinker', 'tinker_cookbook', 'transformers', 'aiohttp', 'litellm', 'numpy')\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
+    code = (
+        "import sys\n"
+        "from tbconsole.ui import cli\n"
+        "from tbconsole.ui.app import ConsoleApp\n"
+        "from tbconsole.ui.source import TailSource, Replay, FileControls\n"
+        "heavy = ('torch', 'harbor', 'tinker', 'tinker_cookbook', 'transformers', 'aiohttp', 'litellm', 'numpy')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

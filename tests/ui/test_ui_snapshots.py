@@ -39,8 +39,7 @@ def test_main_screen(snap_compare, finished_events, theme, size):
 def test_paused(snap_compare, finished_events):
     end = next(i for i, e in enumerate(finished_events) if isinstance(e, ControlChanged) and e.state == "paused")
     events = finished_events[: end + 1]
-    app = ConsoleApp(source=ListSource(events), controls=LocalControls(_Control()),
-                     clock=lambda: events[-1].ts + 12)
+    app = ConsoleApp(source=ListSource(events), controls=LocalControls(_Control()), clock=lambda: events[-1].ts + 12)
     assert snap_compare(app, terminal_size=(120, 36), run_before=settle)
 
 
@@ -59,6 +58,7 @@ def test_transcript(snap_compare, finished_events):
 
 
 def test_error_modal(snap_compare, awaiting_events):
-    app = ConsoleApp(source=ListSource(awaiting_events), controls=LocalControls(_Control()),
-                     clock=lambda: awaiting_events[-1].ts + 3)
+    app = ConsoleApp(
+        source=ListSource(awaiting_events), controls=LocalControls(_Control()), clock=lambda: awaiting_events[-1].ts + 3
+    )
     assert snap_compare(app, terminal_size=(120, 36), run_before=settle)

@@ -129,7 +129,7 @@ def test_trial_phases_elapsed_and_transcript(finished_events):
     assert t.phase == "agent" and not t.done
     assert t.phase_elapsed(seen_agent.ts + 7) == pytest.approx(7)
     assert t.elapsed(seen_agent.ts + 7) > 7  # started at "environment"
-    for e in finished_events[state.events:]:
+    for e in finished_events[state.events :]:
         reduce(state, e)
         if isinstance(e, ProxyRequest) and e.trial == t.trial:
             break
@@ -140,8 +140,22 @@ def test_trial_phases_elapsed_and_transcript(finished_events):
 
 def test_eta_from_trained_steps():
     state = RunState()
-    reduce(state, RunStarted(ts=0, run_id="r", log_path="/x", model_name="m", base_url=None, renderer_name=None,
-                             total_steps=10, groups_per_batch=1, group_size=2, tasks=["a"], config={}))
+    reduce(
+        state,
+        RunStarted(
+            ts=0,
+            run_id="r",
+            log_path="/x",
+            model_name="m",
+            base_url=None,
+            renderer_name=None,
+            total_steps=10,
+            groups_per_batch=1,
+            group_size=2,
+            tasks=["a"],
+            config={},
+        ),
+    )
     assert state.eta(5) is None  # nothing trained yet
     reduce(state, BatchStarted(ts=0, step=0, groups=[{"group": 0, "task": "a", "trials": 2}]))
     reduce(state, StepMetrics(ts=100, step=0, metrics={"optim/lr": 1e-6}))
@@ -154,8 +168,17 @@ def test_eta_from_trained_steps():
 def test_gateway_health_history():
     state = RunState()
     for i in range(100):
-        reduce(state, GatewayHealth(ts=i, base_url="http://g", ok=i != 50, latency_ms=None if i == 50 else 10.0 + i,
-                                    error="refused" if i == 50 else None, sampler_path="tinker://s/1"))
+        reduce(
+            state,
+            GatewayHealth(
+                ts=i,
+                base_url="http://g",
+                ok=i != 50,
+                latency_ms=None if i == 50 else 10.0 + i,
+                error="refused" if i == 50 else None,
+                sampler_path="tinker://s/1",
+            ),
+        )
     g = state.gateway
     assert g.ok and g.failures == 1 and g.probes == 100 and g.last_error == "refused" and g.last_error_ts == 50
     assert len(g.latencies) == 60 and g.latency_ms == 109.0 and g.sampler_path == "tinker://s/1"
@@ -164,10 +187,38 @@ def test_gateway_health_history():
 def test_events_out_of_order_or_unknown_do_not_break():
     state = RunState()
     # a proxy request and a trial end for a group never announced (attach mid-run)
-    reduce(state, ProxyRequest(ts=1, step=4, group=2, trial="t1", api="openai", stream=False, status=200,
-                               captured=True, turn=0, prompt_tokens=10, output_tokens=5))
-    reduce(state, TrialEnded(ts=2, step=4, group=2, trial="t1", outcome="Submitted", scored=True, reward=1.0,
-                             turns=1, output_tokens=5, trial_dir=None, timings={}))
+    reduce(
+        state,
+        ProxyRequest(
+            ts=1,
+            step=4,
+            group=2,
+            trial="t1",
+            api="openai",
+            stream=False,
+            status=200,
+            captured=True,
+            turn=0,
+            prompt_tokens=10,
+            output_tokens=5,
+        ),
+    )
+    reduce(
+        state,
+        TrialEnded(
+            ts=2,
+            step=4,
+            group=2,
+            trial="t1",
+            outcome="Submitted",
+            scored=True,
+            reward=1.0,
+            turns=1,
+            output_tokens=5,
+            trial_dir=None,
+            timings={},
+        ),
+    )
     assert state.step == 4 and state.trials["t1"].reward == 1.0
     assert state.groups[(4, 2)].counters.captured == 1
     assert decode(json.dumps({"v": 9, "kind": "future.kind", "ts": 1})) is None
@@ -176,9 +227,22 @@ def test_events_out_of_order_or_unknown_do_not_break():
 
 def test_long_text_is_clipped():
     state = RunState()
-    reduce(state, ProxyRequest(ts=1, step=0, group=0, trial="t", api="openai", stream=False, status=200,
-                               captured=True, turn=0, output_text="x" * (MAX_TEXT * 3),
-                               messages=[{"role": "user", "content": "y" * (MAX_TEXT * 3)}] * 50))
+    reduce(
+        state,
+        ProxyRequest(
+            ts=1,
+            step=0,
+            group=0,
+            trial="t",
+            api="openai",
+            stream=False,
+            status=200,
+            captured=True,
+            turn=0,
+            output_text="x" * (MAX_TEXT * 3),
+            messages=[{"role": "user", "content": "y" * (MAX_TEXT * 3)}] * 50,
+        ),
+    )
     turn = state.trials["t"].transcript[0]
     assert len(turn.output_text) < MAX_TEXT + 100
     assert len(turn.messages) == 20 and len(turn.messages[0]["content"]) < MAX_TEXT + 100
@@ -218,9 +282,22 @@ def test_fail_filter_follows_every_outcome(outcome):
     outcomes and cancelled trials)."""
     state = RunState()
     reduce(state, GroupStarted(step=0, group=0, task="a", trials=["t", "sibling"], proxy_url="http://p"))
-    reduce(state, TrialEnded(step=0, group=0, trial="t", outcome=outcome, scored=outcome.scored,
-                             reward=0.0 if outcome.scored else None, turns=1, output_tokens=5, trial_dir=None,
-                             timings={}, exception_type=None if outcome.scored else "ModelCallFailed"))
+    reduce(
+        state,
+        TrialEnded(
+            step=0,
+            group=0,
+            trial="t",
+            outcome=outcome,
+            scored=outcome.scored,
+            reward=0.0 if outcome.scored else None,
+            turns=1,
+            output_tokens=5,
+            trial_dir=None,
+            timings={},
+            exception_type=None if outcome.scored else "ModelCallFailed",
+        ),
+    )
     assert trial_matches(state.trials["t"], "fail") is (outcome != TrialOutcome.SUBMITTED)
     assert trial_matches(state.trials["t"], "error") is (not outcome.scored)
     assert not trial_matches(state.trials["sibling"], "fail")  # still running
@@ -249,15 +326,39 @@ def test_a_failed_group_cancels_its_unfinished_trials(awaiting_events):
 
 
 def _started(ts, **fields):
-    base = dict(run_id="r", log_path="/run", model_name="m", base_url=None, renderer_name=None, total_steps=4,
-                groups_per_batch=1, group_size=2, tasks=["a"], config={})
+    base = dict(
+        run_id="r",
+        log_path="/run",
+        model_name="m",
+        base_url=None,
+        renderer_name=None,
+        total_steps=4,
+        groups_per_batch=1,
+        group_size=2,
+        tasks=["a"],
+        config={},
+    )
     return RunStarted(ts=ts, **{**base, **fields})
 
 
 def _train_step(state, step, ts, reward):
     reduce(state, BatchStarted(ts=ts, step=step, groups=[{"group": 0, "task": "a", "trials": 1}]))
-    reduce(state, TrialEnded(ts=ts + 5, step=step, group=0, trial=f"t{step}", outcome="Submitted", scored=True,
-                             reward=reward, turns=1, output_tokens=3, trial_dir=None, timings={}))
+    reduce(
+        state,
+        TrialEnded(
+            ts=ts + 5,
+            step=step,
+            group=0,
+            trial=f"t{step}",
+            outcome="Submitted",
+            scored=True,
+            reward=reward,
+            turns=1,
+            output_tokens=3,
+            trial_dir=None,
+            timings={},
+        ),
+    )
     reduce(state, StepMetrics(ts=ts + 9, step=step, metrics={"optim/entropy": 1.0 - step / 10}))
 
 
@@ -352,8 +453,10 @@ def test_an_evaluation_only_row_updates_metrics_but_completes_no_step():
     """The runner scores the final weights after the last batch: that row reports on N updates
     but trains nothing, so it must not count as a finished step."""
     state = RunState()
-    reduce(state, StepMetrics(step=0, metrics={"progress/batch": 0, "env/all/reward/total": 0.25,
-                                               "eval/heldout/reward": 0.2}))
+    reduce(
+        state,
+        StepMetrics(step=0, metrics={"progress/batch": 0, "env/all/reward/total": 0.25, "eval/heldout/reward": 0.2}),
+    )
     reduce(state, StepMetrics(step=1, metrics={"eval/heldout/reward": 0.9, "eval/heldout/trials": 8}))
     assert state.last_completed == 0 and state.completed_steps == 1
     assert 1 not in state.steps

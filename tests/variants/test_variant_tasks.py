@@ -35,8 +35,9 @@ def run_command(tmp: Path, variant: V.Variant, command: str, chat) -> tuple[floa
 @pytest.mark.parametrize("family", sorted(V.FAMILIES))
 def test_solution_passes_and_near_misses_fail(tmp_path, family, chat):
     variant = next(v for v in V.all_variants("train") if v.family == family)
-    results = {cmd: run_command(tmp_path / f"c{i}", variant, cmd, chat)
-               for i, (cmd, _) in enumerate(V.iter_commands(variant))}
+    results = {
+        cmd: run_command(tmp_path / f"c{i}", variant, cmd, chat) for i, (cmd, _) in enumerate(V.iter_commands(variant))
+    }
     for command, solves in V.iter_commands(variant):
         reward, outcome, turns = results[command]
         assert (reward, outcome, turns) == (1.0 if solves else 0.0, "Submitted", 1), command

@@ -46,9 +46,13 @@ def test_solution_and_near_misses_run_here_as_the_verifier_expects(tmp_path, fam
             app.mkdir()
             for name, text in files.items():
                 (app / name).write_text(text)
-            subprocess.run(["bash", "-c", command.replace("/app/", f"{app}/")], check=False,
-                           capture_output=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
-            answer = (app / variant.spec.answer)
+            subprocess.run(
+                ["bash", "-c", command.replace("/app/", f"{app}/")],
+                check=False,
+                capture_output=True,
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+            )
+            answer = app / variant.spec.answer
             got = answer.read_text() if answer.exists() else None
             if solves:
                 assert got == expected, (variant.name, command)
@@ -97,8 +101,12 @@ def test_agent_prompt_splice_round_trips(tmp_path):
 
 def test_warmup_usage_errors_exit_2_with_a_message(tmp_path):
     for args in (["--steps", "0"], ["--solution-share", "2"], ["--prompt", str(tmp_path / "missing.json")]):
-        proc = subprocess.run([sys.executable, "-m", "tbconsole", "warmup", "--out", str(tmp_path / "p"), *args],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tbconsole", "warmup", "--out", str(tmp_path / "p"), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2, proc.stderr
         assert "tbconsole warmup:" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "p").exists()

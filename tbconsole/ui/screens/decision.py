@@ -61,8 +61,11 @@ class DecisionScreen(ModalScreen[str | None]):
             grid.add_row("trial folder", text(e.trial_dir or "–"))
             with VerticalScroll():
                 yield Static(grid, id="details")
-            yield Static("Abort ends the run (what was captured is kept). Retry group runs the group "
-                         "again from the start. Esc: decide later (the run keeps waiting; press d).", id="hint")
+            yield Static(
+                "Abort ends the run (what was captured is kept). Retry group runs the group "
+                "again from the start. Esc: decide later (the run keeps waiting; press d).",
+                id="hint",
+            )
             with Horizontal():
                 yield Button("Abort run (a)", id="abort", variant="error", disabled=not self.can_decide)
                 yield Button("Retry group (r)", id="retry_group", variant="primary", disabled=not self.can_decide)

@@ -19,7 +19,11 @@ KEYS = [
     ("d", "decide on a pending error: abort or retry the group"),
     ("enter", "open the selected trial's transcript"),
     ("esc", "back"),
-    ("/", "filter trials: words match task, outcome, phase; also ok, fail (no submission), error (not scored), cancelled, reward=1"),
+    (
+        "/",
+        "filter trials: words match task, outcome, phase; also ok, fail (no submission), "
+        "error (not scored), cancelled, reward=1",
+    ),
     ("c", "(transcript) colour captured tokens by logprob"),
     ("end", "(transcript) follow the bottom again"),
     ("[ ]  { }", "(replay) previous / next step, first / last"),
@@ -60,9 +64,11 @@ class HelpScreen(ModalScreen[None]):
                 for name, meaning in rows:
                     table.add_row(name, meaning)
                 yield Static(table, classes="help-table")
-            yield Static("The footer shows only the actions valid now. Hover a panel's line for what it shows. "
-                         "Data: the run's event stream (events.jsonl); transcripts also read the trial folder "
-                         "and capture files.")
+            yield Static(
+                "The footer shows only the actions valid now. Hover a panel's line for what it shows. "
+                "Data: the run's event stream (events.jsonl); transcripts also read the trial folder "
+                "and capture files."
+            )
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -52,8 +52,10 @@ class MainScreen(Screen):
             with Horizontal(id="bottom"):
                 yield RewardsPanel(id="rewards")
                 yield MetricsPanel(id="metrics")
-        yield Input(placeholder="filter trials: task, outcome, phase, ok, fail, reward=1  (enter: apply, esc: clear)",
-                    id="filter")
+        yield Input(
+            placeholder="filter trials: task, outcome, phase, ok, fail, reward=1  (enter: apply, esc: clear)",
+            id="filter",
+        )
         if self.app.mode == "replay":
             yield ReplayBar(id="replaybar")
         yield Footer()

@@ -126,16 +126,20 @@ class TranscriptScreen(Screen):
             else:
                 head.append(f"{one_line(t.outcome, 40)}", style=f"bold {p.error}")
                 if t.exception_type:
-                    head.append(f"  {one_line(t.exception_type, 60)}: {one_line(t.exception_message, 200)}",
-                                style=p.error)
+                    head.append(
+                        f"  {one_line(t.exception_type, 60)}: {one_line(t.exception_message, 200)}", style=p.error
+                    )
         elif t.cancelled:
             head.append("cancelled", style=f"bold {p.muted}")
             head.append(f" in {t.phase} (its group failed or the run ended; not scored)", style=p.muted)
         else:
             head.append(f"{t.phase}", style=f"bold {p.primary}")
             head.append(f" for {format_duration(t.phase_elapsed(now))}", style=p.muted)
-        head.append(f"  {t.live_turns} turns  {format_count(t.live_tokens)} output tokens"
-                    f"  elapsed {format_duration(t.elapsed(now))}", style=p.muted)
+        head.append(
+            f"  {t.live_turns} turns  {format_count(t.live_tokens)} output tokens"
+            f"  elapsed {format_duration(t.elapsed(now))}",
+            style=p.muted,
+        )
         c = t.counters
         if c.rejected or c.lost:
             head.append(f"  rejected {c.rejected}  lost {c.lost}", style=p.error if c.lost else p.warning)
@@ -146,8 +150,10 @@ class TranscriptScreen(Screen):
     def _status(self, p: Palette) -> None:
         s = Text(no_wrap=True)
         if self.new_turns and not self._at_bottom():
-            s.append(f" ↓ {self.new_turns} new turn{'s' if self.new_turns > 1 else ''} (End to follow) ",
-                     style=f"bold reverse {p.accent}")
+            s.append(
+                f" ↓ {self.new_turns} new turn{'s' if self.new_turns > 1 else ''} (End to follow) ",
+                style=f"bold reverse {p.accent}",
+            )
         else:
             self.new_turns = 0
             s.append("following", style=p.muted)
@@ -176,8 +182,15 @@ class TranscriptScreen(Screen):
                 if turn.messages:
                     instruction = turn.messages[0].get("content")
                     break
-        out.append(("instruction", Group(Rule(Text("instruction", style=f"bold {p.primary}"), style=p.muted),
-                                         text(instruction if instruction else "(not known yet)", limit=TEXT_LIMIT))))
+        out.append(
+            (
+                "instruction",
+                Group(
+                    Rule(Text("instruction", style=f"bold {p.primary}"), style=p.muted),
+                    text(instruction if instruction else "(not known yet)", limit=TEXT_LIMIT),
+                ),
+            )
+        )
         if files.steps:
             for step in files.steps:
                 out.append((f"atif{step.step_id}", self._atif_block(step, p)))
@@ -255,8 +268,12 @@ class TranscriptScreen(Screen):
     def _verifier_block(self, t: TrialState | None, files: TrialFiles, p: Palette):
         parts = [Rule(Text("verifier", style=f"bold {p.primary}"), style=p.muted, align="left")]
         if files.rewards:
-            parts.append(Text("rewards " + one_line(", ".join(f"{k}={v}" for k, v in files.rewards.items()), 300),
-                              style=f"bold {p.success}"))
+            parts.append(
+                Text(
+                    "rewards " + one_line(", ".join(f"{k}={v}" for k, v in files.rewards.items()), 300),
+                    style=f"bold {p.success}",
+                )
+            )
         elif t is not None and t.reward is not None:
             parts.append(Text(f"reward {t.reward:g}", style=f"bold {p.success}"))
         if files.exception:
@@ -299,7 +316,7 @@ class TranscriptScreen(Screen):
         if keys[: len(self.blocks)] != self.blocks or "verifier" in self.blocks:
             self.rebuild()
             return
-        new = blocks[len(self.blocks):]
+        new = blocks[len(self.blocks) :]
         t = self.app.state.trials.get(self.trial)
         self.turns_seen = len(t.transcript) if t is not None else 0
         self.blocks = keys

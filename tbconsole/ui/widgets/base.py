@@ -29,10 +29,16 @@ class Palette:
 
     def state(self, status: str) -> str:
         return {
-            ControlState.RUNNING: self.success, RunStatus.DONE: self.success, RunStatus.STOPPED: self.primary,
-            ControlState.PAUSING: self.warning, ControlState.PAUSED: self.warning, ControlState.STOPPING: self.warning,
-            ControlState.AWAITING_DECISION: self.error, ControlState.ABORTING: self.error,
-            RunStatus.ABORTED: self.error, RunStatus.FAILED: self.error,
+            ControlState.RUNNING: self.success,
+            RunStatus.DONE: self.success,
+            RunStatus.STOPPED: self.primary,
+            ControlState.PAUSING: self.warning,
+            ControlState.PAUSED: self.warning,
+            ControlState.STOPPING: self.warning,
+            ControlState.AWAITING_DECISION: self.error,
+            ControlState.ABORTING: self.error,
+            RunStatus.ABORTED: self.error,
+            RunStatus.FAILED: self.error,
         }.get(status, self.muted)
 
 
@@ -43,9 +49,15 @@ def palette_of(app) -> Palette:
     muted = fg.blend(bg, 0.45).hex
     variables = theme.variables or {}
     return Palette(
-        primary=theme.primary, accent=theme.accent or theme.primary, success=theme.success or "green",
-        warning=theme.warning or "yellow", error=theme.error or "red", fg=fg.hex, muted=muted,
-        line=variables.get("plot-line", theme.primary), bar=variables.get("plot-bar", theme.success or theme.primary),
+        primary=theme.primary,
+        accent=theme.accent or theme.primary,
+        success=theme.success or "green",
+        warning=theme.warning or "yellow",
+        error=theme.error or "red",
+        fg=fg.hex,
+        muted=muted,
+        line=variables.get("plot-line", theme.primary),
+        bar=variables.get("plot-bar", theme.success or theme.primary),
     )
 
 

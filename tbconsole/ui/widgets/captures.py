@@ -29,11 +29,22 @@ class CapturesPanel(Panel):
         self.line_help.append(COLUMNS_HELP)
 
         def row(label: Text, c: Counters, help_text: str, style: str = "") -> None:
-            lines.append(columns([
-                label, format_count(c.requests), format_count(c.captured), format_count(c.prompt_tokens),
-                format_count(c.output_tokens),
-                Text(format_count(c.rejected), style=p.warning if c.rejected else ""),
-                Text(format_count(c.lost), style=f"bold {p.error}" if c.lost else "")], widths, right, style=style))
+            lines.append(
+                columns(
+                    [
+                        label,
+                        format_count(c.requests),
+                        format_count(c.captured),
+                        format_count(c.prompt_tokens),
+                        format_count(c.output_tokens),
+                        Text(format_count(c.rejected), style=p.warning if c.rejected else ""),
+                        Text(format_count(c.lost), style=f"bold {p.error}" if c.lost else ""),
+                    ],
+                    widths,
+                    right,
+                    style=style,
+                )
+            )
             self.line_help.append(f"{help_text}\n{COLUMNS_HELP}")
 
         groups = state.batch_groups()
@@ -42,8 +53,11 @@ class CapturesPanel(Panel):
         for g in shown:
             label = Text(f"{g.group}", style=p.muted)
             label.append(" " + one_line(g.task, 40), style=p.fg)
-            row(label, g.counters, f"Group {g.group} of step {g.step} ({one_line(g.task, 60)}): "
-                                   "its trials' model calls.")
+            row(
+                label,
+                g.counters,
+                f"Group {g.group} of step {g.step} ({one_line(g.task, 60)}): its trials' model calls.",
+            )
         if len(shown) < len(groups):
             lines.append(Text(f"+{len(groups) - len(shown)} more groups", style=p.muted))
             self.line_help.append(None)

@@ -25,8 +25,17 @@ class MetricsPanel(Panel):
             key, value, trend = state.metric(row.keys)
             if key is None and row.optional:
                 continue
-            lines.append(columns([Text(row.label, style=p.muted), format_value(value),
-                                  Text(sparkline(trend, spark_w), style=p.line)], [10, 9, spark_w], {1}))
+            lines.append(
+                columns(
+                    [
+                        Text(row.label, style=p.muted),
+                        format_value(value),
+                        Text(sparkline(trend, spark_w), style=p.line),
+                    ],
+                    [10, 9, spark_w],
+                    {1},
+                )
+            )
             self.line_help.append(f"{row.label}: {row.help}")
         if state.last_completed is not None:
             lines.append(Text(f"latest: step {state.last_completed}", style=p.muted))

@@ -17,9 +17,11 @@ def _f(v: float | None) -> str:
 
 class RewardsPanel(Panel):
     TITLE = "rewards"
-    HELP = ("The newest step's rewards: count per value, mean ± std, groups whose trials all got the same "
-            "reward (they train nothing); the mean and std over steps; per task: trials, mean, the last "
-            "step's mean, solved/scored.")
+    HELP = (
+        "The newest step's rewards: count per value, mean ± std, groups whose trials all got the same "
+        "reward (they train nothing); the mean and std over steps; per task: trials, mean, the last "
+        "step's mean, solved/scored."
+    )
 
     def render_state(self, state: RunState, now: float, p: Palette):
         width = max(20, (self.content_size.width or 50))
@@ -67,8 +69,13 @@ class RewardsPanel(Panel):
             parts.append(columns(["task", "n", "mean", "last", "solved"], widths, right, style=f"bold {p.muted}"))
             stats = sorted(state.task_stats.values(), key=lambda s: (-(s.last_step or -1), s.task))
             for s in stats[: room - 1]:
-                parts.append(columns([one_line(s.task, 40), str(s.trials), _f(s.mean), _f(s.last_mean),
-                                      f"{s.solved}/{s.scored}"], widths, right))
+                parts.append(
+                    columns(
+                        [one_line(s.task, 40), str(s.trials), _f(s.mean), _f(s.last_mean), f"{s.solved}/{s.scored}"],
+                        widths,
+                        right,
+                    )
+                )
             if len(stats) > room - 1:
                 parts.append(Text(f"+{len(stats) - room + 1} tasks", style=p.muted))
         return Group(*parts)

@@ -113,8 +113,14 @@ def fit(text: Text, width: int) -> Text:
     return out
 
 
-def row_text(label: Text, cells: list[Text | None], label_w: int, cell_w: int,
-             cursor: int | None = None, cursor_style: Style | str | None = None) -> Text:
+def row_text(
+    label: Text,
+    cells: list[Text | None],
+    label_w: int,
+    cell_w: int,
+    cursor: int | None = None,
+    cursor_style: Style | str | None = None,
+) -> Text:
     """One grid line: the label column then one column per trial, each padded by
     ``CELL_PADDING`` on both sides. ``cursor`` (1-based trial column) gets ``cursor_style``
     over its whole padded width."""
@@ -135,8 +141,12 @@ def row_text(label: Text, cells: list[Text | None], label_w: int, cell_w: int,
 
 def header_text(size: int, label_w: int, cell_w: int, p: Palette) -> Text:
     """The column headings: "group", then the trial numbers 1..size."""
-    return row_text(Text("group", style=f"bold {p.muted}"),
-                    [Text(str(i + 1), style=f"bold {p.muted}") for i in range(size)], label_w, cell_w)
+    return row_text(
+        Text("group", style=f"bold {p.muted}"),
+        [Text(str(i + 1), style=f"bold {p.muted}") for i in range(size)],
+        label_w,
+        cell_w,
+    )
 
 
 def column_at(x: int, label_w: int, cell_w: int, size: int) -> int | None:

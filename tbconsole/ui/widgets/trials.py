@@ -148,8 +148,7 @@ class TrialsGrid(ScrollView, can_focus=True):
             if self.filter and not any(t is not None and trial_matches(t, self.filter) for t in trials):
                 continue
             visible.append((g, trials))
-        layout = (state.step, tuple((g.group, tuple(g.trials)) for g, _ in visible), size, label_w, cell_w,
-                  self.filter)
+        layout = (state.step, tuple((g.group, tuple(g.trials)) for g, _ in visible), size, label_w, cell_w, self.filter)
         title = f"trials · step {state.step}" if state.step is not None else "trials"
         if self.filter:
             title += f" · filter: {one_line(self.filter, 30)}"
