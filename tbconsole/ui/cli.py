@@ -33,7 +33,11 @@ def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LOG_PATH",
         help="the run's log_path (the folder with events.jsonl), or an events.jsonl file",
     )
-    parser.add_argument("--theme", default=None, help="theme name (dark, light, or any in themes/)")
+    parser.add_argument(
+        "--theme",
+        default=None,
+        help="theme: dark, light, or NAME for your own NAME.toml in ~/.config/tbconsole/themes or $TBCONSOLE_THEMES",
+    )
     parser.add_argument("--replay", action="store_true", help="replay even if the run is still going (no controls)")
     parser.add_argument(
         "--screenshot",
