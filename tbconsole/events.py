@@ -250,6 +250,26 @@ class StepMetrics(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EvaluationStarted(Event):
+    """The held-out evaluation began: the current weights on tasks never trained on. Its trials
+    publish no trial events (the trials grid is the training batches'); this pair marks it."""
+
+    kind: ClassVar[str] = "evaluation.started"
+    after_updates: int  # updates behind the weights evaluated
+    tasks: int
+    trials: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationEnded(Event):
+    kind: ClassVar[str] = "evaluation.ended"
+    after_updates: int
+    reward: float | None  # mean over the scored trials; None when none was scored
+    trials: int  # scored trials
+    failed_tasks: int  # tasks whose group failed for infrastructure reasons (not scored)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckpointSaved(Event):
     kind: ClassVar[str] = "checkpoint.saved"
     step: int

@@ -4,7 +4,8 @@ rollout as training (agent, sandbox, proxy, verifier), reported as cookbook eval
 The cookbook calls a ``SamplingClientEvaluator`` every ``config.eval_every`` batches, before
 that batch samples; the runner calls it once more after the last batch. Its trials go under
 ``<log_path>/heldout/`` and are not announced as training groups (the console's trial table
-and reward trend are the training batches'); a log line reports each evaluation.
+and reward trend are the training batches'); ``evaluation.started`` / ``evaluation.ended`` mark
+each evaluation, and a log line reports it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from tinker_cookbook.eval.evaluators import SamplingClientEvaluator
 
-from tbconsole.events import LogLine
+from tbconsole.events import EvaluationEnded, EvaluationStarted, LogLine
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import RunContext, run_group
@@ -38,6 +39,9 @@ class HeldOutEvaluator(SamplingClientEvaluator):
             HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i, group_size=self.group_size)
             for i, task in enumerate(self.tasks)
         ]
+        ctx.publish(
+            EvaluationStarted(after_updates=trained, tasks=len(builders), trials=len(builders) * self.group_size)
+        )
         results = await asyncio.gather(
             *(run_group(quiet, b, sampling_client) for b in builders), return_exceptions=True
         )
@@ -48,6 +52,11 @@ class HeldOutEvaluator(SamplingClientEvaluator):
         scored = [b for b, r in zip(builders, results, strict=True) if not isinstance(r, BaseException)]
         rewards = [r.reward for b in scored for r in b.rewards]
         mean = sum(rewards) / len(rewards) if rewards else 0.0
+        ctx.publish(
+            EvaluationEnded(
+                after_updates=trained, reward=mean if rewards else None, trials=len(rewards), failed_tasks=len(failed)
+            )
+        )
         ctx.publish(
             LogLine(
                 level="warning" if failed else "info",

@@ -228,6 +228,19 @@ class GatewayState:
 
 
 @dataclass
+class EvaluationState:
+    """One held-out evaluation: the weights after ``after_updates`` updates on held-out tasks."""
+
+    after_updates: int
+    started: float
+    trials: int
+    ended: float | None = None
+    reward: float | None = None
+    scored: int = 0
+    failed_tasks: int = 0
+
+
+@dataclass
 class RunState:
     run_id: str | None = None
     log_path: str | None = None
@@ -240,7 +253,8 @@ class RunState:
     group_size: int = 0
     tasks: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
-    heldout_every: int = 0  # the held-out evaluation runs before every Nth batch and after the last (0: never)
+    evaluation: EvaluationState | None = None  # the held-out evaluation running now
+    last_evaluation: EvaluationState | None = None  # the newest one that ended
 
     started: float | None = None  # RunStarted ts (of the latest start, when a run was resumed)
     last_ts: float | None = None  # newest event ts
@@ -254,7 +268,6 @@ class RunState:
     batch_active: bool = False
     completed_steps: int = 0  # steps trained (StepMetrics seen)
     last_completed: int | None = None
-    last_evaluation_only: int | None = None  # step of the newest evaluation-only metrics row
 
     gateway: GatewayState = field(default_factory=GatewayState)
     groups: dict[tuple[int, int], GroupState] = field(default_factory=dict)
@@ -326,28 +339,9 @@ class RunState:
         return max(0.0, remaining * per_step - spent)
 
     def heldout_running_since(self) -> float | None:
-        """When the held-out evaluation running now began; None when none is running.
-
-        No event marks it (its trials publish none): the runner evaluates before every
-        ``heldout_every``-th batch samples and once more after the last batch is trained, and
-        its results arrive later as metrics. So it runs while the run stands at such a point:
-        between batches, the next one not started, not held by a pause or a decision."""
-        if not self.heldout_every or self.finished or self.started is None or self.batch_active:
-            return None
-        if self.control in (ControlState.PAUSED, ControlState.AWAITING_DECISION, ControlState.ABORTING):
-            return None
-        upcoming = self.trained_steps
-        if self.step is not None and self.step >= upcoming:
-            return None  # that batch has started: its evaluation is over
-        if upcoming >= self.total_steps:  # the final weights: only after a run that trained something
-            if self.start_step >= self.total_steps or self.last_evaluation_only == upcoming:
-                return None
-        elif upcoming % self.heldout_every:
-            return None
-        previous = self.steps.get(upcoming - 1)
-        if previous is not None and previous.ended is not None:
-            return max(self.started, previous.ended)
-        return self.started
+        """When the held-out evaluation running now began (``evaluation.started``); None when none
+        is running."""
+        return None if self.finished else self.evaluation.started if self.evaluation else None
 
     def batch_groups(self, step: int | None = None) -> list[GroupState]:
         step = self.step if step is None else step

@@ -22,6 +22,8 @@ from tbconsole.events import (
     ControlChanged,
     DecisionMade,
     ErrorRaised,
+    EvaluationEnded,
+    EvaluationStarted,
     Event,
     GatewayHealth,
     GroupEnded,
@@ -48,7 +50,7 @@ from tbconsole.state.batches import (
     trial_ended,
     trial_phase,
 )
-from tbconsole.state.model import PANELS, TREND_LEN, RunState
+from tbconsole.state.model import PANELS, TREND_LEN, EvaluationState, RunState
 
 
 def reduce(state: RunState, event: Event) -> RunState:
@@ -85,7 +87,7 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     state.group_size = e.group_size
     state.tasks = list(e.tasks)
     state.config = dict(e.config)
-    state.heldout_every = _heldout_every(e.config)
+    state.evaluation = None
     state.started = e.ts
     state.ended = None
     state.end_status = None
@@ -99,13 +101,16 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     state.mark_changed(*PANELS)
 
 
-def _heldout_every(config: dict[str, Any]) -> int:
-    """``config.eval_every`` when the run has held-out tasks (``harbor.eval_tasks_dir``), else 0."""
-    recipe, harbor = config.get("config"), config.get("harbor")
-    if not isinstance(recipe, dict) or not isinstance(harbor, dict) or not harbor.get("eval_tasks_dir"):
-        return 0
-    every = recipe.get("eval_every")
-    return every if isinstance(every, int) and every > 0 else 0
+def _evaluation_started(state: RunState, e: EvaluationStarted) -> None:
+    state.evaluation = EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
+    state.mark_changed("header", "metrics")
+
+
+def _evaluation_ended(state: RunState, e: EvaluationEnded) -> None:
+    done = state.evaluation or EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
+    done.ended, done.reward, done.scored, done.failed_tasks = e.ts, e.reward, e.trials, e.failed_tasks
+    state.evaluation, state.last_evaluation = None, done
+    state.mark_changed("header", "metrics")
 
 
 def _run_ended(state: RunState, e: RunEnded) -> None:
@@ -114,6 +119,7 @@ def _run_ended(state: RunState, e: RunEnded) -> None:
     state.end_message = clip(e.message, 2000)
     state.batch_active = False
     state.pending_decision = None
+    state.evaluation = None
     cancel_unfinished(state, list(state.trials), e.ts)
     state.mark_changed("header", "decision", "trials", "gateway")
     add_log(
@@ -172,7 +178,6 @@ def _step_metrics(state: RunState, e: StepMetrics) -> None:
         else:
             trend.append((e.step, v))
     if e.evaluation_only:
-        state.last_evaluation_only = e.step
         state.mark_changed("metrics", "header")
         return
     summary = step_summary(state, e.step)
@@ -213,6 +218,8 @@ def _log_line(state: RunState, e: LogLine) -> None:
 _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     RunStarted: _run_started,
     RunEnded: _run_ended,
+    EvaluationStarted: _evaluation_started,
+    EvaluationEnded: _evaluation_ended,
     ControlChanged: _control,
     GatewayHealth: _gateway,
     BatchStarted: batch_started,

@@ -82,6 +82,18 @@ def test_a_short_demo_run_raises_the_expected_reward_on_held_out_variants(tmp_pa
         if "eval/heldout/reward" in r
     ]
     assert held == [(0, 0, 8), (None, STEPS, 8)]
+    # The console sees each evaluation begin and end (events.jsonl), with the same counts.
+    marks = [
+        (e["kind"], e["after_updates"], e["trials"])
+        for e in map(json.loads, (log / "events.jsonl").read_text().splitlines())
+        if e["kind"].startswith("evaluation.")
+    ]
+    assert marks == [
+        ("evaluation.started", 0, 8),
+        ("evaluation.ended", 0, 8),
+        ("evaluation.started", STEPS, 8),
+        ("evaluation.ended", STEPS, 8),
+    ]
     final = json.loads((log / "checkpoints.jsonl").read_text().splitlines()[-1])
 
     before = _solution_probabilities(log, None)

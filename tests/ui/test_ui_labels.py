@@ -50,7 +50,7 @@ async def test_hovering_a_metric_or_counter_explains_it(finished_events):
 
 
 async def test_the_held_out_evaluation_shows_as_its_own_phase():
-    from tbconsole.events import ControlChanged, RunStarted
+    from tbconsole.events import ControlChanged, EvaluationStarted, RunStarted
     from tbconsole.ui.source import ListSource
 
     events = [
@@ -68,6 +68,7 @@ async def test_the_held_out_evaluation_shows_as_its_own_phase():
             config={"config": {"eval_every": 5}, "harbor": {"eval_tasks_dir": "/heldout"}},
         ),
         ControlChanged(ts=1000, state="running"),
+        EvaluationStarted(ts=1000, after_updates=0, tasks=2, trials=8),
     ]
     app = ConsoleApp(source=ListSource(events), clock=lambda: 1042)
     async with app.run_test(size=(120, 36)) as pilot:

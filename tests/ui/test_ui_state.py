@@ -12,6 +12,8 @@ from tbconsole.events import (
     ControlChanged,
     DecisionMade,
     ErrorRaised,
+    EvaluationEnded,
+    EvaluationStarted,
     GatewayHealth,
     GroupEnded,
     GroupStarted,
@@ -383,30 +385,24 @@ def test_a_resumed_run_keeps_its_trends():
 
 
 def test_held_out_evaluation_is_its_own_phase():
-    """No event marks the held-out evaluation: it runs before every eval_every-th batch and after
-    the last. The header names it instead of a step that has not started, and no ETA is made up."""
-    config = {"config": {"eval_every": 2}, "harbor": {"eval_tasks_dir": "/tasks-heldout"}}
+    """evaluation.started/ended mark the held-out evaluation: while it runs the header names it
+    instead of a step that has not started; its result is kept once it ends."""
     state = RunState()
-    reduce(state, _started(0, config=config))
-    assert state.heldout_running_since() == 0 and progress_text(state, 30) == "held-out evaluation 30s · 0/4 trained"
+    reduce(state, _started(0))
+    reduce(state, EvaluationStarted(ts=1, after_updates=0, tasks=2, trials=8))
+    assert state.heldout_running_since() == 1 and progress_text(state, 31) == "held-out evaluation 30s · 0/4 trained"
+    reduce(state, EvaluationEnded(ts=40, after_updates=0, reward=0.25, trials=8, failed_tasks=0))
+    assert state.heldout_running_since() is None and state.last_evaluation.reward == 0.25
     _train_step(state, 0, 40, 0.0)
-    assert state.heldout_running_since() is None  # before step 1: no evaluation (1 % 2)
     assert progress_text(state, 60) == "step 0 · 1/4 trained"
-    _train_step(state, 1, 60, 1.0)
-    assert state.heldout_running_since() == 69  # before step 2, since step 1 was trained
-    reduce(state, ControlChanged(ts=70, state="paused"))
-    assert state.heldout_running_since() is None
-    reduce(state, ControlChanged(ts=71, state="running"))
-    _train_step(state, 2, 80, 1.0)
-    _train_step(state, 3, 100, 1.0)
+    for step in (1, 2, 3):
+        _train_step(state, step, 40 + 20 * step, 1.0)
+    reduce(state, EvaluationStarted(ts=109, after_updates=4, tasks=2, trials=8))
     assert state.heldout_running_since() == 109 and state.eta(120) is None  # the final weights
     assert progress_text(state, 120) == "held-out evaluation 11s · 4/4 trained"
-    reduce(state, StepMetrics(ts=130, step=4, metrics={"eval/heldout/reward": 0.5}))
+    reduce(state, RunEnded(ts=131, status="done", step=4))  # a run that ends mid-evaluation ends it
     assert state.heldout_running_since() is None
-    reduce(state, RunEnded(ts=131, status="done", step=4))
-    assert state.heldout_running_since() is None
-    without = reduce_all([_started(0, config={"config": {"eval_every": 2}, "harbor": {"eval_tasks_dir": None}})])
-    assert without.heldout_running_since() is None
+    assert reduce_all([_started(0)]).heldout_running_since() is None  # no event, no phase
 
 
 def test_formatting():
