@@ -28,6 +28,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, cast
 
 from tbconsole.bench import percentile
 
@@ -66,7 +67,7 @@ def _text(rng: random.Random, n_words: int) -> str:
     return " ".join(out)
 
 
-BASH_TOOL = {"type": "function", "function": {
+BASH_TOOL: dict[str, Any] = {"type": "function", "function": {
     "name": "bash", "description": "Execute a bash command",
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
 
@@ -120,16 +121,15 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
     import multiprocessing
 
     from aiohttp import web
+    from tinker_cookbook.renderers.base import Message, ToolCall
 
     from tbconsole.proxy import CaptureProxy
     from tbconsole.proxy.scripted import ScriptedSampler
 
-    reply = {"role": "assistant", "content": "Running it.", "tool_calls": []}
-    from tinker_cookbook.renderers.base import ToolCall
-
-    reply["tool_calls"] = [ToolCall(function=ToolCall.FunctionBody(name="bash", arguments='{"command": "ls -la"}'))]
+    reply = Message(role="assistant", content="Running it.", tool_calls=[
+        ToolCall(function=ToolCall.FunctionBody(name="bash", arguments='{"command": "ls -la"}'))])
     sampler = ScriptedSampler(renderer, default=reply, record_calls=False)  # answers at once, keeps nothing
-    events = []
+    events: list[Any] = []  # ProxyRequest events
     capture_dir = Path(tempfile.mkdtemp(prefix="tbconsole-bench-proxy-"))
     proxy = CaptureProxy(renderer=renderer, sampler=sampler, default_max_tokens=64, capture_dir=capture_dir,
                          publish=events.append, fsync=args.fsync)
@@ -258,7 +258,7 @@ def run(args) -> int:
     print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
           f"load average {load:.2f}, python {platform.python_version()}")
     t0 = time.perf_counter()
-    renderer = get_renderer("qwen3_5", qwen35_tokenizer())
+    renderer = get_renderer("qwen3_5", cast(Any, qwen35_tokenizer()))  # an HF-style stand-in
     print(f"renderer qwen3_5 with the Qwen3.5 vocabulary (loaded in {time.perf_counter() - t0:.1f} s)")
     if not args.no_gc_freeze:
         # What a long-running process that imported torch and the cookbook should do (the
@@ -287,7 +287,8 @@ def run(args) -> int:
             print(f"  {level:>2} concurrent ({len(r['server'])} calls, prompts up to {r['prompt_tokens']} tokens)")
             print(f"    proxy time - sampler time  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
                   f"(targets <= {TARGET_P50_MS:g} / <= {TARGET_P99_MS:g} ms: {'met' if good else 'NOT met'})")
-            print(f"    client latency via proxy   p50 {_ms(r['proxy'], 50):6.2f} ms  p99 {_ms(r['proxy'], 99):6.2f} ms")
+            print(f"    client latency via proxy   p50 {_ms(r['proxy'], 50):6.2f} ms  "
+                  f"p99 {_ms(r['proxy'], 99):6.2f} ms")
             print(f"    client latency bare aiohttp p50 {_ms(r['bare'], 50):5.2f} ms  p99 {_ms(r['bare'], 99):6.2f} ms")
             print(f"    ratio p50 {percentile(r['proxy'], 50) / percentile(r['bare'], 50):.2f}x the bare handler, "
                   f"difference p50 {_ms(r['proxy'], 50) - _ms(r['bare'], 50):.2f} ms")

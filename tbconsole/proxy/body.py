@@ -19,15 +19,12 @@ import json
 import zlib
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from tbconsole.proxy.errors import ProxyError
 
-try:  # 5-10x faster on long histories; the standard library is the fallback
-    import orjson
-except ImportError:  # pragma: no cover
-    orjson = None
-
+MAX_BODY_BYTES = 16 * 1024 * 1024  # the default limit, raw and decoded
 MAX_CODINGS = 4
 SUPPORTED = "identity, gzip or deflate"
 
@@ -95,11 +92,10 @@ def _inflate(data: bytes, wbits: int, coding: str, limit: int, *, members: bool 
 
 
 def parse_json(raw: bytes) -> Any:
-    if orjson is not None:
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass  # let the standard parser decide (it takes integers beyond 64 bits) and explain
+    try:  # orjson: 5-10x faster on long histories
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass  # let the standard parser decide (it takes integers beyond 64 bits) and explain
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:

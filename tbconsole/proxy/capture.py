@@ -33,16 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 CAPTURE_VERSION = 1
-
-try:
-    import orjson
-
-    def _dumps(record: dict) -> bytes:
-        return orjson.dumps(record)
-except ImportError:  # pragma: no cover
-    def _dumps(record: dict) -> bytes:
-        return json.dumps(record, separators=(",", ":"), allow_nan=False).encode()
 
 
 @dataclass(frozen=True)
@@ -92,7 +85,6 @@ class CaptureWriter:
         self.fsync = fsync
         self._fd: int | None = None
         self._prev_prompt: list[int] = []
-        self.turns = 0
 
     def _open(self) -> int:
         if self._fd is None:
@@ -109,12 +101,6 @@ class CaptureWriter:
             finally:
                 os.close(dir_fd)
         return self._fd
-
-    def append(self, turn: CapturedTurn, known_shared: int | None = None) -> int:
-        """Persist one turn: ``write`` then ``sync``."""
-        shared = self.write(turn, known_shared)
-        self.sync()
-        return shared
 
     def write(self, turn: CapturedTurn, known_shared: int | None = None) -> int:
         """Hand one turn to the kernel in a single ``write`` (raises OSError/CaptureError when it
@@ -140,14 +126,13 @@ class CaptureWriter:
             "max_tokens": turn.max_tokens,
             "temperature": turn.temperature,
         }
-        line = _dumps(record) + b"\n"
+        line = orjson.dumps(record) + b"\n"
         fd = self._open()
         view = memoryview(line)
         while view:
             written = os.write(fd, view)
             view = view[written:]
         self._prev_prompt = prompt
-        self.turns += 1
         return shared
 
     def sync(self) -> None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 
-async def off_loop(executor: Executor, fn: Callable[..., T], *args: Any) -> T:
+async def off_loop[T](executor: Executor, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` on ``executor``. Cancelled, it still waits for the thread to finish (a thread
     cannot be interrupted): the caller holds the trial's lock, and the trial's renderer must not
     be used by two threads at once."""

@@ -23,96 +23,179 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from tinker_cookbook.renderers.base import Message, Renderer, TextPart, ThinkingPart
+from pydantic import AfterValidator, ValidationInfo, field_validator, model_validator
+from tinker_cookbook.renderers.base import Message, Renderer, TextPart, ThinkingPart, ToolCall, ToolSpec
 
-from tbconsole.proxy.chat import (
-    ChatReply,
-    ChatRequest,
-    ConversionCache,
+from tbconsole.proxy.chat import ChatReply, ChatRequest, ConversionCache, convert_all, json_bytes, with_tools
+from tbconsole.proxy.errors import ProxyError, bad_request
+from tbconsole.proxy.tools import (
+    Arguments,
+    FunctionSpec,
     allowed_tools,
-    expect_dict,
-    expect_list,
     forced_tool_choice,
-    json_bytes,
-    make_tool_call,
-    max_tokens_field,
-    opt_bool,
-    opt_int,
-    opt_str,
-    seed_field,
-    stop_field,
-    temperature_field,
-    tool_choice_kind,
-    tool_spec,
-    top_p_field,
-    with_tools,
+    plain_tool_choice,
+    tool_call,
 )
-from tbconsole.proxy.errors import bad_request
+from tbconsole.proxy.validation import (
+    Flag,
+    Int,
+    MaxTokens,
+    Name,
+    NonEmptyList,
+    Refusal,
+    Seed,
+    StopStrings,
+    Temperature,
+    Text,
+    TopP,
+    Typed,
+    WireModel,
+    invalid,
+    literal,
+    one_of,
+    parse,
+    string_or_array,
+)
 
-ROLES = {"system", "developer", "user", "assistant", "tool"}
+ROLES = ("system", "developer", "user", "assistant", "tool")
+TEXT_PARTS = ("text", "input_text", "output_text")
+MEDIA_PARTS = ("image_url", "input_image", "input_audio", "file", "image")
 
 
-def _text(content: Any, where: str, *, allow_none: bool = False) -> str:
+# -- the request -----------------------------------------------------------------------------------
+
+def _not_function(value: Any) -> Any:
+    if value == "function":
+        raise invalid(" 'function' is deprecated and not supported; use tools")
+    return value
+
+
+class _Message(WireModel):
+    role: Annotated[Any, AfterValidator(_not_function), one_of(*ROLES)]
+    content: Annotated[Any, string_or_array("content parts")] = None  # null: only for assistant and tool turns
+    tool_call_id: str | None = None
+    name: Any = None  # a tool turn's function name, kept when it is a string
+    reasoning_content: str | None = None
+    reasoning: str | None = None  # another spelling of reasoning_content
+    tool_calls: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _content_required(self) -> _Message:
+        if self.content is None and self.role in ("system", "developer", "user"):
+            raise invalid(" is required", at="content")
+        return self
+
+
+class _CallFunction(WireModel):
+    name: Name
+    arguments: Arguments = "{}"
+
+
+class _Call(WireModel):
+    id: str | None = None
+    type: Annotated[Any, literal("function")] = "function"
+    function: _CallFunction
+
+
+class _StreamOptions(WireModel):
+    include_usage: Flag = False
+
+
+def _one(value: int | None) -> int | None:
+    if value is not None and value != 1:
+        raise invalid(" must be 1: the proxy samples one completion per call")
+    return value
+
+
+class _Body(WireModel):
+    model: str | None = None
+    messages: NonEmptyList
+    n: Annotated[Int | None, AfterValidator(_one)] = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    stream_options: _StreamOptions | None = None
+    max_completion_tokens: MaxTokens = None
+    max_tokens: MaxTokens = None
+    temperature: Temperature = None
+    top_p: TopP = None
+    seed: Seed = None
+    stop: StopStrings = []
+    stream: Flag = False
+
+    @field_validator("max_tokens", mode="wrap")
+    @classmethod
+    def _older_spelling(cls, value: Any, handler: Any, info: ValidationInfo) -> Any:
+        """``max_tokens`` is read only without ``max_completion_tokens``, its newer spelling."""
+        return None if info.data.get("max_completion_tokens") is not None else handler(value)
+
+
+class _Tool(WireModel):
+    type: Any = "function"
+    function: Any = None
+
+
+class _Choice(WireModel):
+    type: str
+    function: Any = None
+    custom: Any = None
+
+
+class _FunctionRef(WireModel):
+    name: Any = None
+
+
+class _AllowedTool(WireModel):
+    type: Any = "function"
+    function: _FunctionRef | None = None
+
+
+class _AllowedTools(WireModel):
+    mode: Annotated[Any, literal("auto", "required")]
+    tools: list[_AllowedTool]
+
+
+def _part_text(raw: Any, where: str, param: str) -> str:
+    kind = parse(Typed, raw, where, param).type
+    if kind in TEXT_PARTS:
+        return parse(Text, raw, where, param).text
+    if kind == "refusal":
+        return parse(Refusal, raw, where, param).refusal
+    if kind in MEDIA_PARTS:
+        raise bad_request(f"'{where}': {kind} content is not supported (text-only model)", param)
+    raise bad_request(f"'{where}.type' {kind!r} is not a known content part type", param)
+
+
+def _text(content: str | list | None, where: str) -> str:
     if content is None:
-        if allow_none:
-            return ""
-        raise bad_request(f"'{where}.content' is required", where)
+        return ""
     if isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        raise bad_request(f"'{where}.content' must be a string or an array of content parts", where)
-    texts = []
-    for j, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise bad_request(f"'{where}.content[{j}]' must be an object", where)
-        kind = part.get("type")
-        if kind in ("text", "input_text", "output_text"):
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise bad_request(f"'{where}.content[{j}].text' must be a string", where)
-            texts.append(text)
-        elif kind == "refusal":
-            refusal = part.get("refusal")
-            if not isinstance(refusal, str):
-                raise bad_request(f"'{where}.content[{j}].refusal' must be a string", where)
-            texts.append(refusal)
-        elif kind in ("image_url", "input_image", "input_audio", "file", "image"):
-            raise bad_request(f"'{where}.content[{j}]': {kind} content is not supported (text-only model)", where)
-        else:
-            raise bad_request(f"'{where}.content[{j}].type' {kind!r} is not a known content part type", where)
-    return "".join(texts)
+    return "".join(_part_text(part, f"{where}.content[{j}]", where) for j, part in enumerate(content))
+
+
+def _call(raw: Any, where: str) -> ToolCall:
+    call = parse(_Call, raw, where)
+    return tool_call(call.id, call.function.name, call.function.arguments)
 
 
 def _message(raw: Any, i: int) -> Message:
     where = f"messages[{i}]"
-    raw = expect_dict(raw, where)
-    role = raw.get("role")
-    if not isinstance(role, str) or role not in ROLES:
-        if role == "function":
-            raise bad_request(f"'{where}.role' 'function' is deprecated and not supported; use tools", where)
-        raise bad_request(f"'{where}.role' must be one of {sorted(ROLES)}", where)
-    if role in ("system", "developer"):
-        return Message(role="system", content=_text(raw.get("content"), where))
-    if role == "user":
-        return Message(role="user", content=_text(raw.get("content"), where))
-    if role == "tool":
-        message = Message(role="tool", content=_text(raw.get("content"), where, allow_none=True))
-        call_id = opt_str(raw, "tool_call_id", f"{where}.tool_call_id")
-        if call_id is not None:
-            message["tool_call_id"] = call_id
-        name = raw.get("name")
-        if isinstance(name, str):
-            message["name"] = name
+    m = parse(_Message, raw, where)
+    text = _text(m.content, where)
+    if m.role in ("system", "developer"):
+        return Message(role="system", content=text)
+    if m.role == "user":
+        return Message(role="user", content=text)
+    if m.role == "tool":
+        message = Message(role="tool", content=text)
+        if m.tool_call_id is not None:
+            message["tool_call_id"] = m.tool_call_id
+        if isinstance(m.name, str):
+            message["name"] = m.name
         return message
-    # assistant
-    text = _text(raw.get("content"), where, allow_none=True)
-    reasoning = raw.get("reasoning_content")
-    if reasoning is None:
-        reasoning = raw.get("reasoning")
-    if reasoning is not None and not isinstance(reasoning, str):
-        raise bad_request(f"'{where}.reasoning_content' must be a string", where)
+    reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
     if reasoning:
         parts: list = [ThinkingPart(type="thinking", thinking=reasoning)]
         if text:
@@ -120,93 +203,60 @@ def _message(raw: Any, i: int) -> Message:
         message = Message(role="assistant", content=parts)
     else:
         message = Message(role="assistant", content=text)
-    calls = raw.get("tool_calls")
-    if calls is not None:
-        calls = expect_list(calls, f"{where}.tool_calls")
-        parsed = []
-        for j, call in enumerate(calls):
-            cwhere = f"{where}.tool_calls[{j}]"
-            call = expect_dict(call, cwhere)
-            kind = call.get("type", "function")
-            if kind != "function":
-                raise bad_request(f"'{cwhere}.type' must be 'function'", cwhere)
-            function = expect_dict(call.get("function"), f"{cwhere}.function")
-            parsed.append(make_tool_call(call.get("id"), function.get("name"), function.get("arguments"), cwhere))
-        if parsed:
-            message["tool_calls"] = parsed
+    calls = [_call(call, f"{where}.tool_calls[{j}]") for j, call in enumerate(m.tool_calls or [])]
+    if calls:
+        message["tool_calls"] = calls
     return message
 
 
+def _tools(raws: list[Any]) -> list[ToolSpec]:
+    specs = []
+    for j, raw in enumerate(raws):
+        tool = parse(_Tool, raw, f"tools[{j}]")
+        if tool.type == "function":  # other types cannot be called through a chat template
+            specs.append(parse(FunctionSpec, tool.function, f"tools[{j}].function").spec())
+    return specs
+
+
+def tool_choice(value: Any, tools: list[ToolSpec]) -> tuple[str, list[ToolSpec]]:
+    """``(choice, tools to offer)`` for a Chat Completions ``tool_choice``."""
+    plain = plain_tool_choice(value, tools)
+    if plain is not None:
+        return plain
+    kind = parse(_Choice, value, "tool_choice").type
+    if kind == "allowed_tools":
+        spec = parse(_AllowedTools, value.get("allowed_tools"), "tool_choice.allowed_tools", "tool_choice")
+        if spec.mode == "required":
+            raise forced_tool_choice("'allowed_tools' with mode 'required'")
+        names = [t.function.name if t.function is not None else None for t in spec.tools if t.type == "function"]
+        return "auto", allowed_tools(tools, names)
+    if kind in ("function", "custom"):
+        named = value.get(kind)
+        name = named.get("name") if isinstance(named, dict) else None
+        raise forced_tool_choice(f"forcing the {kind} tool {str(name)[:60]!r}")
+    raise bad_request("'tool_choice.type' must be 'function', 'custom' or 'allowed_tools'", "tool_choice")
+
+
 def parse_request(body: Any, renderer: Renderer, cache: ConversionCache | None = None) -> ChatRequest:
-    body = expect_dict(body, "body")
-    model = opt_str(body, "model") or "policy"
-    raw_messages = expect_list(body.get("messages"), "messages")
-    if not raw_messages:
-        raise bad_request("'messages' must not be empty", "messages")
-    n = opt_int(body, "n")
-    if n is not None and n != 1:
-        raise bad_request("'n' must be 1: the proxy samples one completion per call", "n")
-    if cache is None:
-        messages = [_message(raw, i) for i, raw in enumerate(raw_messages)]
-    else:
-        messages = cache.messages(raw_messages, lambda raw, i: [_message(raw, i)])
-    tools = []
-    raw_tools = body.get("tools")
-    if raw_tools is not None:
-        for j, tool in enumerate(expect_list(raw_tools, "tools")):
-            tool = expect_dict(tool, f"tools[{j}]")
-            if tool.get("type", "function") != "function":
-                continue
-            function = expect_dict(tool.get("function"), f"tools[{j}].function")
-            tools.append(tool_spec(function.get("name"), function.get("description"), function.get("parameters"),
-                                   f"tools[{j}].function"))
-    choice, tools = tool_choice(body.get("tool_choice"), tools)
-    stream_options = body.get("stream_options")
-    include_usage = False
-    if stream_options is not None:
-        include_usage = opt_bool(expect_dict(stream_options, "stream_options"), "include_usage")
+    request = parse(_Body, body)
+    messages = convert_all(request.messages, lambda raw, i: [_message(raw, i)], cache)
+    choice, tools = tool_choice(request.tool_choice, _tools(request.tools or []))
     return ChatRequest(
         api="openai",
-        model=model,
+        model=request.model or "policy",
         messages=with_tools(renderer, messages, tools, cache),
-        max_tokens=max_tokens_field(body, "max_completion_tokens", "max_tokens"),
-        temperature=temperature_field(body),
-        top_p=top_p_field(body),
-        seed=seed_field(body),
-        stop=stop_field(body.get("stop"), "stop"),
-        stream=opt_bool(body, "stream"),
-        include_usage=include_usage,
+        max_tokens=request.max_completion_tokens or request.max_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        seed=request.seed,
+        stop=request.stop,
+        stream=request.stream,
+        include_usage=request.stream_options is not None and request.stream_options.include_usage,
         tool_choice=choice,
     )
 
 
-def tool_choice(value: Any, tools: list) -> tuple[str, list]:
-    """``(choice, tools to offer)`` for a Chat Completions ``tool_choice``."""
-    kind = tool_choice_kind(value, tools)
-    if isinstance(kind, tuple):
-        return kind
-    if kind == "allowed_tools":
-        spec = expect_dict(value.get("allowed_tools"), "tool_choice.allowed_tools")
-        mode = spec.get("mode")
-        if mode == "required":
-            raise forced_tool_choice("tool_choice", "'allowed_tools' with mode 'required'")
-        if mode != "auto":
-            raise bad_request("'tool_choice.allowed_tools.mode' must be 'auto' or 'required'", "tool_choice")
-        names = []
-        for j, tool in enumerate(expect_list(spec.get("tools"), "tool_choice.allowed_tools.tools")):
-            tool = expect_dict(tool, f"tool_choice.allowed_tools.tools[{j}]")
-            if tool.get("type", "function") == "function":
-                names.append(expect_dict(tool.get("function"), f"tool_choice.allowed_tools.tools[{j}].function")
-                             .get("name"))
-        return "auto", allowed_tools(tools, names, "tool_choice")
-    if kind in ("function", "custom"):
-        named = value.get(kind)
-        name = named.get("name") if isinstance(named, dict) else None
-        raise forced_tool_choice("tool_choice", f"forcing the {kind} tool {str(name)[:60]!r}")
-    raise bad_request("'tool_choice.type' must be 'function', 'custom' or 'allowed_tools'", "tool_choice")
-
-
-# -- responses -----------------------------------------------------------------------------------
+# -- the answer ----------------------------------------------------------------------------------
 
 def _usage(reply: ChatReply) -> dict[str, int]:
     return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.output_tokens,
@@ -260,8 +310,29 @@ def stream_events(reply: ChatReply, model: str, completion_id: str, include_usag
     return out
 
 
-def stream_error(body: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+def stream_error(error: ProxyError) -> bytes:
+    """The error chunk that ends a stream (no ``[DONE]``: the SDKs raise on it)."""
+    return b"data: " + json.dumps(error.openai_body()).encode() + b"\n\n"
+
+
+class Answer:
+    """One completion's answer: its id and the request values it echoes."""
+
+    def __init__(self, chat: ChatRequest, completion_id: str, temperature: float):
+        self.chat = chat
+        self.id = completion_id
+
+    def body(self, reply: ChatReply) -> dict[str, Any]:
+        return response(reply, self.chat.model, self.id)
+
+    def stream_start(self, prompt_tokens: int) -> bytes:
+        return b""
+
+    def stream_events(self, reply: ChatReply) -> list[bytes]:
+        return stream_events(reply, self.chat.model, self.id, self.chat.include_usage)
+
+    def stream_error(self, error: ProxyError) -> bytes:
+        return stream_error(error)
 
 
 KEEPALIVE = b": keep-alive\n\n"

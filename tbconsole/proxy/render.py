@@ -66,8 +66,10 @@ def message_chars(message: Message) -> int:
     if isinstance(content, str):
         n = len(content)
     else:
-        n = sum(len(part.get("text") or part.get("thinking") or "") for part in content or ()
-                if isinstance(part, dict))
+        n = 0
+        for part in content or ():
+            text = part.get("text") or part.get("thinking") if isinstance(part, dict) else None
+            n += len(text) if isinstance(text, str) else 0
     for call in message.get("tool_calls") or ():
         n += len(call.function.name) + len(call.function.arguments)
     return n
@@ -113,7 +115,7 @@ def _clone_with_memo(renderer: Renderer) -> Renderer:
     """A private copy of the renderer (same class, same state) whose tokenizer remembers."""
     clone = object.__new__(type(renderer))
     clone.__dict__.update(renderer.__dict__)
-    clone.tokenizer = _MemoTokenizer(renderer.tokenizer)
+    clone.tokenizer = _MemoTokenizer(renderer.tokenizer)  # type: ignore[assignment]  # a stand-in
     return clone
 
 
@@ -143,6 +145,7 @@ class IncrementalRenderer:
         self.render_count = getattr(self, "render_count", 0)  # successful renders so far
 
     def _key(self, idx: int, n: int, last_user: int, turn_start: int) -> tuple:
+        lu: tuple
         if self._relational:
             lu = (last_user < 0, _sign(idx - last_user))
         else:

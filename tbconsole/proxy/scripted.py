@@ -16,7 +16,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import tinker
 from tinker_cookbook.renderers.base import Message, Renderer
@@ -28,8 +28,8 @@ def reply_tokens(renderer: Renderer, reply: Message) -> list[int]:
     conversation = [Message(role="user", content="."), reply]
     model_input, weights = renderer.build_supervised_example(conversation)
     tokens = model_input.to_ints()
-    weights = [float(w) for w in weights.tolist()] if hasattr(weights, "tolist") else list(weights)
-    first = next(i for i, w in enumerate(weights) if w > 0)
+    weight_list = weights.tolist() if hasattr(weights, "tolist") else list(weights)
+    first = next(i for i, w in enumerate(weight_list) if w > 0)
     return tokens[first:]
 
 
@@ -45,7 +45,7 @@ class Scripted:
     """One scripted outcome: tokens to return, or an exception to raise."""
 
     tokens: list[int] = field(default_factory=list)
-    stop_reason: str = "stop"
+    stop_reason: Literal["stop", "length"] = "stop"
     logprobs: list[float] | None = None  # default: -0.5 per token
     omit_logprobs: bool = False
     error: BaseException | None = None
@@ -92,7 +92,7 @@ class ScriptedSampler:
                 self.calls.append(call)
         if self.script:
             return self.script.popleft()
-        if self.default is not None:
+        if self.default is not None and call is not None:
             return self.default(call)
         if self._fixed is not None:
             return self._fixed

@@ -26,7 +26,6 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-
 MAX_ENCODE_CHARS = 32 * 1024
 
 # Candidates for a piece boundary (checked by _safe): after a line break before a letter, or

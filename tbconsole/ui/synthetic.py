@@ -6,6 +6,9 @@ through Harbor's phases concurrently, proxy requests per agent turn (some reject
 reply's text — hostile strings included, to test that they stay plain text), rewards, the
 cookbook's per-step metrics, checkpoints, a pause after a batch, and optionally an error that
 needs a decision (then retry of the group) and a clean stop.
+
+(Over 400 lines: ``synthetic_run`` plays one run in time order from one clock and one set of
+counters; cut into pieces, that state would travel between them.)
 """
 
 from __future__ import annotations

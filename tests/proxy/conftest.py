@@ -1,8 +1,9 @@
 import pytest
 from tinker_cookbook.renderers import get_renderer
 
-from proxy_support import make_harness
 from tbconsole.proxy.tokenizer import qwen35_tokenizer
+
+from proxy_support import make_harness
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,8 @@ def text_reply(text: str, thinking: str | None = None) -> Message:
 
 def tool_reply(command: str, thinking: str | None = None, text: str = "", name: str = "bash") -> Message:
     message = text_reply(text, thinking)
-    message["tool_calls"] = [ToolCall(function=ToolCall.FunctionBody(name=name, arguments=json.dumps({"command": command})))]
+    arguments = json.dumps({"command": command})
+    message["tool_calls"] = [ToolCall(function=ToolCall.FunctionBody(name=name, arguments=arguments))]
     return message
 
 

@@ -4,9 +4,10 @@ import anthropic
 import pytest
 from tinker_cookbook.renderers.base import Message, ToolCall
 
-from proxy_support import ANTHROPIC_BASH, BASH_SPEC, text_reply, tool_reply
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
+
+from proxy_support import ANTHROPIC_BASH, BASH_SPEC, text_reply, tool_reply
 
 _clients = []
 

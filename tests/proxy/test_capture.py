@@ -12,10 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy_support import text_reply
 from tbconsole.events import EventBus, read_events
 from tbconsole.proxy import CaptureError, read_capture
 from tbconsole.proxy.scripted import Scripted, reply_tokens
+
+from proxy_support import text_reply
 
 HERE = Path(__file__).parent
 
@@ -116,7 +117,8 @@ async def test_turns_are_attributed_to_their_trials_and_serialised_per_trial(har
         assert len(turns) == 3
         assert all(word in tokenizer.decode(t.prompt_tokens) for t in turns)
         spans = sorted(intervals[word])
-        assert all(end <= next_start + 1e-3 for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
+        assert all(end <= next_start + 1e-3 for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), \
+            spans
     assert h.sampler.max_in_flight == 2  # trials sample in parallel, each one at a time
     events = h.kinds("proxy.request")
     assert sorted(e.trial for e in events) == ["trial-alpha"] * 3 + ["trial-beta"] * 3
@@ -226,9 +228,10 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from proxy_support import BASH_TOOL, ThreadedProxy, make_harness
     from tbconsole.proxy import openai_api
     from tbconsole.proxy.render import full_render
+
+    from proxy_support import BASH_TOOL, ThreadedProxy, make_harness
 
     texts = st.sampled_from(["ls", "ok", "error: x\n" * 3, "<think>", "", "a b c " * 10])
     call = st.builds(lambda i, c: {"id": f"c{i}", "type": "function",
@@ -277,7 +280,7 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
 
 
 def test_a_capture_file_is_never_appended_to_another_attempts(tmp_path):
-    from tbconsole.proxy.capture import CaptureError, CapturedTurn, CaptureWriter
+    from tbconsole.proxy.capture import CapturedTurn, CaptureError, CaptureWriter
 
     path = tmp_path / "t.jsonl"
     path.write_text('{"v": 1}\n')  # an earlier attempt's file

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from proxy_support import BASH_TOOL, ANTHROPIC_BASH, make_harness, text_reply, tool_reply
 from tbconsole.proxy.scripted import Scripted, ScriptedSampler, reply_tokens
+
+from proxy_support import ANTHROPIC_BASH, BASH_TOOL, make_harness, text_reply, tool_reply
 
 SEED = 20260601
 REQUESTS = 10_000

@@ -10,8 +10,9 @@ import zlib
 import aiohttp
 import pytest
 
-from proxy_support import text_reply
 from tbconsole.proxy.scripted import Scripted, reply_tokens
+
+from proxy_support import text_reply
 
 OPENAI = "/v1/chat/completions"
 ANTHROPIC = "/v1/messages"
@@ -227,7 +228,7 @@ async def test_the_middleware_ends_a_started_stream_instead_of_answering_twice(h
     middleware, which ends the stream with the API's error event."""
     from aiohttp import web
 
-    import tbconsole.proxy.server as server
+    import tbconsole.proxy.http as server
 
     h = await harness()
 

@@ -38,7 +38,8 @@ async def test_mini_swe_agent_query_with_tool_call(harness, mswea):
     assert message["extra"]["actions"][0]["command"] == "ls -la /app"
     # mini-swe-agent appends the assistant message and the tool observation, then asks again.
     messages.append(message)
-    messages += model.format_observation_messages(message, [{"output": "total 0", "returncode": 0, "exception_info": ""}])
+    observation = {"output": "total 0", "returncode": 0, "exception_info": ""}
+    messages += model.format_observation_messages(message, [observation])
     second = await asyncio.to_thread(model.query, messages)
     assert second["extra"]["actions"][0]["command"] == "echo done"
 

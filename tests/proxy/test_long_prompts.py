@@ -13,8 +13,9 @@ import aiohttp
 import pytest
 from tinker_cookbook.renderers import get_renderer
 
-from proxy_support import make_harness
 from tbconsole.proxy.tokenizer import _safe, encode_in_pieces, split_points
+
+from proxy_support import make_harness
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -166,8 +167,8 @@ def test_only_renders_of_much_new_text_leave_the_loop(renderer):
     it right after go to a thread, and the later ones stay on the loop."""
     from tbconsole.proxy import openai_api
     from tbconsole.proxy.chat import ConversionCache
+    from tbconsole.proxy.pipeline import INLINE_RENDER_CHARS
     from tbconsole.proxy.render import IncrementalRenderer
-    from tbconsole.proxy.server import INLINE_RENDER_CHARS
 
     cache, incremental = ConversionCache(), IncrementalRenderer(renderer)
     history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "go"}]

@@ -6,11 +6,11 @@ import openai
 import pytest
 from tinker_cookbook.renderers.base import Message, ToolCall
 
-from proxy_support import BASH_SPEC, BASH_TOOL, text_reply, tool_reply
 from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
 
+from proxy_support import BASH_SPEC, BASH_TOOL, text_reply, tool_reply
 
 _clients = []
 

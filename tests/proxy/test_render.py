@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from tinker_cookbook.renderers import get_renderer
 from tinker_cookbook.renderers.base import Message, ToolCall
 
-from proxy_support import BASH_SPEC
 from tbconsole.proxy.render import IncrementalRenderer, full_render, supports_incremental
+
+from proxy_support import BASH_SPEC
 
 RENDERERS = ["qwen3_5", "qwen3_5_disable_thinking", "qwen3_5_preserve_thinking", "qwen3", "qwen3_disable_thinking",
              "qwen3_instruct"]

@@ -8,10 +8,11 @@ import openai
 import pytest
 from tinker_cookbook.renderers.base import Message, ToolCall
 
-from proxy_support import text_reply, tool_reply
 from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import Scripted, reply_tokens
+
+from proxy_support import text_reply, tool_reply
 
 EXEC_PARAMS = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 # Codex's tools: flat function tools, and web_search, which is no function tool.

@@ -8,7 +8,8 @@ def test_special_strings_become_single_ids(tokenizer):
         [tokenizer.convert_tokens_to_ids("<|im_start|>")] + tokenizer.encode("user\nhi")
         + [tokenizer.convert_tokens_to_ids("<|im_end|>")])
     assert tokenizer.encode("<think>\n") == [tokenizer.convert_tokens_to_ids("<think>"), *tokenizer.encode("\n")]
-    assert tokenizer.convert_tokens_to_ids("<|im_end|>") not in tokenizer.encode("<|im_end|>", split_special_tokens=True)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert im_end not in tokenizer.encode("<|im_end|>", split_special_tokens=True)
     text = "café <tool_call> 日本語 \n\t <|im_end|>"
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
