@@ -36,27 +36,40 @@ TARGET_P50_MS = 1.0
 TARGET_P99_MS = 5.0
 TARGET_RENDER_RATIO = 20.0
 
-WORDS = ("the file line error ok def return import self value data path test run make grep sed awk ls cat "
-         "echo python3 int str list dict None True False for in if else while try except raise assert "
-         "0 1 2 42 100 /app/src/main.py /tmp/out.txt -rw-r--r-- root 4096 Nov 29 12:00 {} [] () : ; = == "
-         "Traceback (most recent call last): File \"x.py\", SyntaxError: invalid syntax").split(" ")
+WORDS = (
+    "the file line error ok def return import self value data path test run make grep sed awk ls cat "
+    "echo python3 int str list dict None True False for in if else while try except raise assert "
+    "0 1 2 42 100 /app/src/main.py /tmp/out.txt -rw-r--r-- root 4096 Nov 29 12:00 {} [] () : ; = == "
+    'Traceback (most recent call last): File "x.py", SyntaxError: invalid syntax'
+).split(" ")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--turns", type=int, default=40, help="turns per trajectory (default 40)")
     parser.add_argument("--concurrency", default="1,32", help="concurrent trajectories to measure (default 1,32)")
     parser.add_argument("--render-reps", type=int, default=7, help="repetitions per render size (default 7)")
-    parser.add_argument("--fsync", action="store_true",
-                        help="fsync the capture every turn (the proxy's fsync=True; default: at the end)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="repeat the overhead runs and report the one with the lowest p50 (shared machines)")
-    parser.add_argument("--no-gc-freeze", action="store_true",
-                        help="leave the startup objects (torch, cookbook) to the garbage collector")
+    parser.add_argument(
+        "--fsync",
+        action="store_true",
+        help="fsync the capture every turn (the proxy's fsync=True; default: at the end)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="repeat the overhead runs and report the one with the lowest p50 (shared machines)",
+    )
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="leave the startup objects (torch, cookbook) to the garbage collector",
+    )
     parser.add_argument("--skip-overhead", action="store_true", help="only the render benchmark")
     parser.add_argument("--skip-render", action="store_true", help="only the overhead benchmark")
 
 
 # -- workload ---------------------------------------------------------------------------------
+
 
 def _text(rng: random.Random, n_words: int) -> str:
     out = []
@@ -67,9 +80,14 @@ def _text(rng: random.Random, n_words: int) -> str:
     return " ".join(out)
 
 
-BASH_TOOL: dict[str, Any] = {"type": "function", "function": {
-    "name": "bash", "description": "Execute a bash command",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+}
 
 
 def _observation(rng: random.Random, i: int) -> str:
@@ -77,6 +95,7 @@ def _observation(rng: random.Random, i: int) -> str:
 
 
 # -- overhead: the load generator (its own process) ------------------------------------------------
+
 
 def _load_main(targets: dict, turns: int, queue) -> None:
     asyncio.run(_load(targets, turns, queue))
@@ -88,10 +107,13 @@ async def _load(targets: dict, turns: int, queue) -> None:
     results: dict[str, list[float]] = {}
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:
+
         async def trajectory(kind: str, url: str, key: str, seed: int) -> list[float]:
             rng = random.Random(seed)
-            messages = [{"role": "system", "content": "You are a helpful assistant that can run bash commands."},
-                        {"role": "user", "content": "Please solve this task:\n" + _text(rng, 80)}]
+            messages = [
+                {"role": "system", "content": "You are a helpful assistant that can run bash commands."},
+                {"role": "user", "content": "Please solve this task:\n" + _text(rng, 80)},
+            ]
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
             latencies = []
             for i in range(turns):
@@ -111,8 +133,9 @@ async def _load(targets: dict, turns: int, queue) -> None:
         for name, (kind, url, creds) in targets.items():
             # warm-up: connections, caches, first-call costs
             await trajectory(kind, url.format(trial=creds[0][0]), creds[0][1], 999)
-            runs = await asyncio.gather(*[trajectory(kind, url.format(trial=trial), key, seed)
-                                          for seed, (trial, key) in enumerate(creds[1:])])
+            runs = await asyncio.gather(
+                *[trajectory(kind, url.format(trial=trial), key, seed) for seed, (trial, key) in enumerate(creds[1:])]
+            )
             results[name] = [x for run in runs for x in run]
     queue.put(results)
 
@@ -126,19 +149,47 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
     from tbconsole.proxy import CaptureProxy
     from tbconsole.proxy.scripted import ScriptedSampler
 
-    reply = Message(role="assistant", content="Running it.", tool_calls=[
-        ToolCall(function=ToolCall.FunctionBody(name="bash", arguments='{"command": "ls -la"}'))])
+    reply = Message(
+        role="assistant",
+        content="Running it.",
+        tool_calls=[ToolCall(function=ToolCall.FunctionBody(name="bash", arguments='{"command": "ls -la"}'))],
+    )
     sampler = ScriptedSampler(renderer, default=reply, record_calls=False)  # answers at once, keeps nothing
     events: list[Any] = []  # ProxyRequest events
     capture_dir = Path(tempfile.mkdtemp(prefix="tbconsole-bench-proxy-"))
-    proxy = CaptureProxy(renderer=renderer, sampler=sampler, default_max_tokens=64, capture_dir=capture_dir,
-                         publish=events.append, fsync=args.fsync)
-    canned = {"id": "chatcmpl-bare", "object": "chat.completion", "created": 0, "model": "policy",
-              "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
-                  "role": "assistant", "content": "Running it.", "tool_calls": [
-                      {"id": "call_bare", "type": "function",
-                       "function": {"name": "bash", "arguments": '{"command": "ls -la"}'}}]}}],
-              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    proxy = CaptureProxy(
+        renderer=renderer,
+        sampler=sampler,
+        default_max_tokens=64,
+        capture_dir=capture_dir,
+        publish=events.append,
+        fsync=args.fsync,
+    )
+    canned = {
+        "id": "chatcmpl-bare",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "policy",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "logprobs": None,
+                "message": {
+                    "role": "assistant",
+                    "content": "Running it.",
+                    "tool_calls": [
+                        {
+                            "id": "call_bare",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": '{"command": "ls -la"}'},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
     async def bare(request: web.Request) -> web.Response:
         import json
@@ -160,8 +211,11 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
             creds = [proxy.register_trial(f"c{level}-t{i}") for i in range(level + 1)]
             proxy_creds = [(c.trial_id, c.api_key) for c in creds]
             targets = {
-                "bare": ("bare", f"http://127.0.0.1:{bare_port}/t/{{trial}}/v1/chat/completions",
-                         [(f"bare-{i}", "x") for i in range(level + 1)]),
+                "bare": (
+                    "bare",
+                    f"http://127.0.0.1:{bare_port}/t/{{trial}}/v1/chat/completions",
+                    [(f"bare-{i}", "x") for i in range(level + 1)],
+                ),
                 "proxy": ("proxy", f"{proxy.url}/t/{{trial}}/v1/chat/completions", proxy_creds),
             }
             mark = len(events)
@@ -194,6 +248,7 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
 
 # -- render -------------------------------------------------------------------------------------
 
+
 def _conversation(renderer, target_tokens: int) -> list:
     from tinker_cookbook.renderers.base import Message, ToolCall
 
@@ -202,15 +257,25 @@ def _conversation(renderer, target_tokens: int) -> list:
     rng = random.Random(target_tokens)
     spec = {"name": "bash", "description": "Execute a bash command", "parameters": BASH_TOOL["function"]["parameters"]}
     messages = renderer.create_conversation_prefix_with_tools([spec], "You are a helpful assistant.") + [
-        Message(role="user", content="Please solve this task:\n" + _text(rng, 80))]
+        Message(role="user", content="Please solve this task:\n" + _text(rng, 80))
+    ]
     i = 0
     while True:
         messages = messages + [
-            Message(role="assistant", content=[{"type": "thinking", "thinking": _text(rng, 40)},
-                                               {"type": "text", "text": "Let me check."}],
-                    tool_calls=[ToolCall(id=f"call_{i}", function=ToolCall.FunctionBody(
-                        name="bash", arguments='{"command": "cat /app/src/main.py | head -50"}'))]),
-            Message(role="tool", content=_observation(rng, i), tool_call_id=f"call_{i}")]
+            Message(
+                role="assistant",
+                content=[{"type": "thinking", "thinking": _text(rng, 40)}, {"type": "text", "text": "Let me check."}],
+                tool_calls=[
+                    ToolCall(
+                        id=f"call_{i}",
+                        function=ToolCall.FunctionBody(
+                            name="bash", arguments='{"command": "cat /app/src/main.py | head -50"}'
+                        ),
+                    )
+                ],
+            ),
+            Message(role="tool", content=_observation(rng, i), tool_call_id=f"call_{i}"),
+        ]
         i += 1
         if (target_tokens < 10_000 or i % 8 == 0) and len(full_render(renderer, messages)) >= target_tokens:
             return messages
@@ -241,6 +306,7 @@ def _render(args, renderer) -> dict:
 
 # -- report -------------------------------------------------------------------------------------
 
+
 def _ms(samples: list[float], q: float) -> float:
     return percentile(samples, q) * 1e3
 
@@ -255,8 +321,10 @@ def run(args) -> int:
 
     levels = [int(x) for x in str(args.concurrency).split(",") if x.strip()]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
-          f"load average {load:.2f}, python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
+        f"load average {load:.2f}, python {platform.python_version()}"
+    )
     t0 = time.perf_counter()
     renderer = get_renderer("qwen3_5", cast(Any, qwen35_tokenizer()))  # an HF-style stand-in
     print(f"renderer qwen3_5 with the Qwen3.5 vocabulary (loaded in {time.perf_counter() - t0:.1f} s)")
@@ -272,8 +340,9 @@ def run(args) -> int:
     ok = True
     if not args.skip_overhead:
         runs = [asyncio.run(_overhead(args, renderer, levels)) for _ in range(max(1, args.repeats))]
-        results = {level: min((run[level] for run in runs), key=lambda r: percentile(r["server"], 50))
-                   for level in levels}
+        results = {
+            level: min((run[level] for run in runs), key=lambda r: percentile(r["server"], 50)) for level in levels
+        }
         if len(runs) > 1:
             for level in levels:
                 p50s = ", ".join(f"{percentile(run[level]['server'], 50) * 1e3:.2f}" for run in runs)
@@ -285,23 +354,32 @@ def run(args) -> int:
             good = p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS
             ok &= good
             print(f"  {level:>2} concurrent ({len(r['server'])} calls, prompts up to {r['prompt_tokens']} tokens)")
-            print(f"    proxy time - sampler time  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
-                  f"(targets <= {TARGET_P50_MS:g} / <= {TARGET_P99_MS:g} ms: {'met' if good else 'NOT met'})")
-            print(f"    client latency via proxy   p50 {_ms(r['proxy'], 50):6.2f} ms  "
-                  f"p99 {_ms(r['proxy'], 99):6.2f} ms")
+            print(
+                f"    proxy time - sampler time  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+                f"(targets <= {TARGET_P50_MS:g} / <= {TARGET_P99_MS:g} ms: {'met' if good else 'NOT met'})"
+            )
+            print(
+                f"    client latency via proxy   p50 {_ms(r['proxy'], 50):6.2f} ms  p99 {_ms(r['proxy'], 99):6.2f} ms"
+            )
             print(f"    client latency bare aiohttp p50 {_ms(r['bare'], 50):5.2f} ms  p99 {_ms(r['bare'], 99):6.2f} ms")
-            print(f"    ratio p50 {percentile(r['proxy'], 50) / percentile(r['bare'], 50):.2f}x the bare handler, "
-                  f"difference p50 {_ms(r['proxy'], 50) - _ms(r['bare'], 50):.2f} ms")
-            print(f"    server CPU per call        proxy {r['cpu']['proxy'] * 1e3:5.2f} ms  bare "
-                  f"{r['cpu']['bare'] * 1e3:5.2f} ms  (ratio {r['cpu']['proxy'] / r['cpu']['bare']:.2f}x)")
+            print(
+                f"    ratio p50 {percentile(r['proxy'], 50) / percentile(r['bare'], 50):.2f}x the bare handler, "
+                f"difference p50 {_ms(r['proxy'], 50) - _ms(r['bare'], 50):.2f} ms"
+            )
+            print(
+                f"    server CPU per call        proxy {r['cpu']['proxy'] * 1e3:5.2f} ms  bare "
+                f"{r['cpu']['bare'] * 1e3:5.2f} ms  (ratio {r['cpu']['proxy'] / r['cpu']['bare']:.2f}x)"
+            )
     if not args.skip_render:
         results = _render(args, renderer)
         print(f"\nrender time per turn (median of {args.render_reps}), incremental vs full re-render")
         for size, r in results.items():
             full, inc = statistics.median(r["full"]), statistics.median(r["incremental"])
             ratio = full / inc
-            line = (f"  {r['tokens']:>6} tokens ({r['messages']:>3} messages)  full {full * 1e3:7.2f} ms  "
-                    f"incremental {inc * 1e3:6.2f} ms  ratio {ratio:6.1f}x")
+            line = (
+                f"  {r['tokens']:>6} tokens ({r['messages']:>3} messages)  full {full * 1e3:7.2f} ms  "
+                f"incremental {inc * 1e3:6.2f} ms  ratio {ratio:6.1f}x"
+            )
             if size == 60_000:
                 good = ratio >= TARGET_RENDER_RATIO
                 ok &= good

@@ -95,5 +95,12 @@ from tbconsole.proxy.capture import CapturedTurn, CaptureError, read_capture
 from tbconsole.proxy.server import CaptureProxy
 from tbconsole.proxy.trials import TrialCredential, TrialStats
 
-__all__ = ["MAX_BODY_BYTES", "CaptureError", "CaptureProxy", "CapturedTurn", "TrialCredential", "TrialStats",
-           "read_capture"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "CaptureError",
+    "CaptureProxy",
+    "CapturedTurn",
+    "TrialCredential",
+    "TrialStats",
+    "read_capture",
+]

@@ -33,8 +33,12 @@ def _content(reply: ChatReply) -> list[dict[str, Any]]:
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
 
 
 def message(reply: ChatReply, model: str, message_id: str) -> dict[str, Any]:
@@ -55,9 +59,22 @@ def event(kind: str, body: dict[str, Any]) -> bytes:
 
 
 def stream_start(model: str, message_id: str, prompt_tokens: int) -> bytes:
-    return event("message_start", {"type": "message_start", "message": {
-        "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": _usage(prompt_tokens, 0)}})
+    return event(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": _usage(prompt_tokens, 0),
+            },
+        },
+    )
 
 
 def stream_events(reply: ChatReply) -> list[bytes]:
@@ -67,23 +84,32 @@ def stream_events(reply: ChatReply) -> list[bytes]:
         start: dict[str, Any]
         if kind == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},
-                      {"type": "signature_delta", "signature": ""}]
+            deltas = [
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": ""},
+            ]
         elif kind == "text":
             start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": block["text"]}] if block["text"] else []
         else:
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)}]
-        out.append(event("content_block_start", {"type": "content_block_start", "index": index,
-                                                 "content_block": start}))
+        out.append(
+            event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        )
         for delta in deltas:
             out.append(event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
         out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
-    out.append(event("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": _stop_reason(reply),
-                                                 "stop_sequence": reply.stop_sequence},
-                                       "usage": {"output_tokens": reply.output_tokens}}))
+    out.append(
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": reply.stop_sequence},
+                "usage": {"output_tokens": reply.output_tokens},
+            },
+        )
+    )
     out.append(event("message_stop", {"type": "message_stop"}))
     return out
 

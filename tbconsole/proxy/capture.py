@@ -68,7 +68,7 @@ def _shared_prefix(prev: list[int], prompt: list[int], known: int | None = None)
         return len(prev)
     else:
         i, step = 0, 4096  # compare in C, block by block, then token by token in the last block
-        while i + step <= n and prompt[i: i + step] == prev[i: i + step]:
+        while i + step <= n and prompt[i : i + step] == prev[i : i + step]:
             i += step
     while i < n and prompt[i] == prev[i]:
         i += 1
@@ -90,11 +90,14 @@ class CaptureWriter:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:  # a new file, never an earlier attempt's: one attempt per capture file
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-                                   | getattr(os, "O_CLOEXEC", 0), 0o644)
+                self._fd = os.open(
+                    self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644
+                )
             except FileExistsError:
-                raise CaptureError(f"{self.path} already exists (an earlier attempt's turns); "
-                                   "captures are never appended to another attempt's file") from None
+                raise CaptureError(
+                    f"{self.path} already exists (an earlier attempt's turns); "
+                    "captures are never appended to another attempt's file"
+                ) from None
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
@@ -175,10 +178,19 @@ def read_capture(path: Path) -> list[CapturedTurn]:
         prompt = prev[:shared] + record["prompt_tail"]
         if len(prompt) != record["prompt_len"]:
             raise CaptureError(f"{path}: line {i + 1} prompt length mismatch")
-        turns.append(CapturedTurn(
-            turn=record["turn"], prompt_tokens=prompt, output_tokens=record["output"],
-            logprobs=record["logprobs"], stop_reason=record["stop_reason"], api=record["api"],
-            started_at=record["started_at"], sample_ms=record["sample_ms"],
-            max_tokens=record["max_tokens"], temperature=record["temperature"]))
+        turns.append(
+            CapturedTurn(
+                turn=record["turn"],
+                prompt_tokens=prompt,
+                output_tokens=record["output"],
+                logprobs=record["logprobs"],
+                stop_reason=record["stop_reason"],
+                api=record["api"],
+                started_at=record["started_at"],
+                sample_ms=record["sample_ms"],
+                max_tokens=record["max_tokens"],
+                temperature=record["temperature"],
+            )
+        )
         prev = prompt
     return turns

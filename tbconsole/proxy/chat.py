@@ -120,16 +120,18 @@ class ConversionCache:
         return [message for group in converted for message in group]
 
 
-def convert_all(raws: list[Any], convert: Callable[[Any, int], list[Message]],
-                cache: ConversionCache | None) -> list[Message]:
+def convert_all(
+    raws: list[Any], convert: Callable[[Any, int], list[Message]], cache: ConversionCache | None
+) -> list[Message]:
     """Every raw message converted: through the trial's cache when there is one."""
     if cache is None:
         return [message for i, raw in enumerate(raws) for message in convert(raw, i)]
     return cache.messages(raws, convert)
 
 
-def with_tools(renderer: Renderer, messages: list[Message], tools: list[ToolSpec],
-               cache: ConversionCache | None = None) -> list[Message]:
+def with_tools(
+    renderer: Renderer, messages: list[Message], tools: list[ToolSpec], cache: ConversionCache | None = None
+) -> list[Message]:
     """Put the tool declarations where the renderer wants them: its tool prefix, carrying the
     leading system prompt (if any) along."""
     if not tools:
@@ -148,8 +150,9 @@ def with_tools(renderer: Renderer, messages: list[Message], tools: list[ToolSpec
         except NotImplementedError as exc:
             raise bad_request("this model's renderer does not support tools", "tools") from exc
         except Exception as exc:  # noqa: BLE001 - a schema the renderer's template cannot write
-            raise bad_request(f"the tool declarations cannot be rendered: {type(exc).__name__}: {str(exc)[:200]}",
-                              "tools") from None
+            raise bad_request(
+                f"the tool declarations cannot be rendered: {type(exc).__name__}: {str(exc)[:200]}", "tools"
+            ) from None
         if cache is not None:
             cache.prefix_key, cache.prefix = key, prefix
     return prefix + list(rest)

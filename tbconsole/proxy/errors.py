@@ -52,8 +52,15 @@ OPENAI_TYPES = {
 class ProxyError(Exception):
     """A request the proxy answers with an error (client mistake: 4xx; our side: 5xx)."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None, param: str | None = None,
-                 anthropic_message: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        anthropic_message: str | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -62,9 +69,14 @@ class ProxyError(Exception):
         self.anthropic_message = anthropic_message or message
 
     def openai_body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": OPENAI_TYPES.get(self.status, "invalid_request_error"
-                                                                           if self.status < 500 else "server_error"),
-                          "param": self.param, "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": OPENAI_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "server_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
     def anthropic_body(self) -> dict[str, Any]:
         kind = ANTHROPIC_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "api_error")

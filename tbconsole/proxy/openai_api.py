@@ -66,6 +66,7 @@ MEDIA_PARTS = ("image_url", "input_image", "input_audio", "file", "image")
 
 # -- the request -----------------------------------------------------------------------------------
 
+
 def _not_function(value: Any) -> Any:
     if value == "function":
         raise invalid(" 'function' is deprecated and not supported; use tools")
@@ -258,19 +259,27 @@ def parse_request(body: Any, renderer: Renderer, cache: ConversionCache | None =
 
 # -- the answer ----------------------------------------------------------------------------------
 
+
 def _usage(reply: ChatReply) -> dict[str, int]:
-    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.output_tokens,
-            "total_tokens": reply.prompt_tokens + reply.output_tokens}
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.output_tokens,
+        "total_tokens": reply.prompt_tokens + reply.output_tokens,
+    }
 
 
 def _tool_calls(reply: ChatReply) -> list[dict[str, Any]]:
-    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.tool_calls]
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in reply.tool_calls
+    ]
 
 
 def response(reply: ChatReply, model: str, completion_id: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant",
-                               "content": reply.text if (reply.text or not reply.tool_calls) else None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.text if (reply.text or not reply.tool_calls) else None,
+    }
     if reply.thinking:
         message["reasoning_content"] = reply.thinking
     if reply.tool_calls:
@@ -287,8 +296,13 @@ def response(reply: ChatReply, model: str, completion_id: str) -> dict[str, Any]
 
 
 def _chunk(completion_id: str, model: str, created: int, delta: dict, finish: str | None = None) -> bytes:
-    body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+    body = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
     return b"data: " + json_bytes(body) + b"\n\n"
 
 
@@ -303,8 +317,14 @@ def stream_events(reply: ChatReply, model: str, completion_id: str, include_usag
         out.append(_chunk(completion_id, model, created, {"tool_calls": [{"index": i, **call}]}))
     out.append(_chunk(completion_id, model, created, {}, reply.finish))
     if include_usage:
-        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [], "usage": _usage(reply)}
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": _usage(reply),
+        }
         out.append(b"data: " + json.dumps(body).encode() + b"\n\n")
     out.append(b"data: [DONE]\n\n")
     return out

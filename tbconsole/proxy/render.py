@@ -35,9 +35,15 @@ import tinker
 from tinker_cookbook.renderers.base import Message, RenderContext, Renderer
 
 _RELATIONAL_NAMES = {
-    "Qwen3Renderer", "Qwen3DisableThinkingRenderer", "Qwen3InstructRenderer", "Qwen3VLRenderer",
-    "Qwen3VLInstructRenderer", "Qwen3_5Renderer", "Qwen3_5DisableThinkingRenderer",
-    "Llama3Renderer", "RoleColonRenderer",
+    "Qwen3Renderer",
+    "Qwen3DisableThinkingRenderer",
+    "Qwen3InstructRenderer",
+    "Qwen3VLRenderer",
+    "Qwen3VLInstructRenderer",
+    "Qwen3_5Renderer",
+    "Qwen3_5DisableThinkingRenderer",
+    "Llama3Renderer",
+    "RoleColonRenderer",
 }
 
 
@@ -161,7 +167,7 @@ class IncrementalRenderer:
         same, limit = 0, min(len(messages), len(prev))
         while same < limit and messages[same] is prev[same]:
             same += 1
-        return sum(message_chars(m) for m in messages[max(0, same - 1):])
+        return sum(message_chars(m) for m in messages[max(0, same - 1) :])
 
     def render(self, messages: list[Message]) -> list[int]:
         if not self.incremental:
@@ -202,7 +208,7 @@ class IncrementalRenderer:
         bos = list(renderer._bos_tokens)
         if block and bos == self._tokens[: len(bos)]:
             tokens = self._tokens  # kept, cut back in place (no copy of the history's tokens)
-            del tokens[self._offsets[block]:]
+            del tokens[self._offsets[block] :]
             keys, renders, offsets = self._keys[:block], self._renders[:block], self._offsets[: block + 1]
         else:
             block = 0
@@ -212,11 +218,15 @@ class IncrementalRenderer:
         for idx in range(block, n):
             message = messages[idx]
             key = self._key(idx, n, last_user, turn_start)
-            reusable = (idx < prev_n and idx < len(self._keys) and self._keys[idx] == key
-                        and (message is prev[idx] or message == prev[idx])
-                        and (idx == 0 or messages[idx - 1] == prev[idx - 1])
-                        and ((idx + 1 >= n) == (idx + 1 >= prev_n))
-                        and (idx + 1 >= n or messages[idx + 1] == prev[idx + 1]))
+            reusable = (
+                idx < prev_n
+                and idx < len(self._keys)
+                and self._keys[idx] == key
+                and (message is prev[idx] or message == prev[idx])
+                and (idx == 0 or messages[idx - 1] == prev[idx - 1])
+                and ((idx + 1 >= n) == (idx + 1 >= prev_n))
+                and (idx + 1 >= n or messages[idx + 1] == prev[idx + 1])
+            )
             if reusable:
                 piece = self._renders[idx]
             else:

@@ -30,25 +30,50 @@ from tbconsole.proxy.errors import ProxyError
 
 
 def _usage(reply: ChatReply) -> dict[str, Any]:
-    return {"input_tokens": reply.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": reply.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": reply.prompt_tokens + reply.output_tokens}
+    return {
+        "input_tokens": reply.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": reply.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": reply.prompt_tokens + reply.output_tokens,
+    }
 
 
 def _output(reply: ChatReply) -> list[dict[str, Any]]:
     status = "incomplete" if reply.finish == "length" else "completed"
     items: list[dict[str, Any]] = []
     if reply.thinking:
-        items.append({"id": new_id("rs_"), "type": "reasoning",
-                      "summary": [{"type": "summary_text", "text": reply.thinking}],
-                      "content": [{"type": "reasoning_text", "text": reply.thinking}],
-                      "encrypted_content": None, "status": status})
+        items.append(
+            {
+                "id": new_id("rs_"),
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": reply.thinking}],
+                "content": [{"type": "reasoning_text", "text": reply.thinking}],
+                "encrypted_content": None,
+                "status": status,
+            }
+        )
     if reply.text or not (reply.thinking or reply.tool_calls):
-        items.append({"id": new_id("msg_"), "type": "message", "role": "assistant", "status": status,
-                      "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]})
+        items.append(
+            {
+                "id": new_id("msg_"),
+                "type": "message",
+                "role": "assistant",
+                "status": status,
+                "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}],
+            }
+        )
     for call in reply.tool_calls:
-        items.append({"id": new_id("fc_"), "type": "function_call", "call_id": call.id, "name": call.name,
-                      "arguments": call.arguments, "status": "completed"})
+        items.append(
+            {
+                "id": new_id("fc_"),
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "status": "completed",
+            }
+        )
     return items
 
 
@@ -66,15 +91,33 @@ class Answer:
     def base(self, status: str) -> dict[str, Any]:
         x = self.chat.extra
         return {
-            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-            "background": False, "error": None, "incomplete_details": None, "instructions": x["instructions"],
-            "max_output_tokens": x["max_output_tokens"], "max_tool_calls": None, "model": self.chat.model,
-            "output": [], "parallel_tool_calls": x["parallel_tool_calls"], "previous_response_id": None,
-            "prompt_cache_key": x["prompt_cache_key"], "reasoning": x["reasoning"], "service_tier": "default",
-            "store": x["store"], "temperature": self.temperature, "text": x["text"],
-            "tool_choice": x["tool_choice"], "tools": x["tools"],
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": False,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": x["instructions"],
+            "max_output_tokens": x["max_output_tokens"],
+            "max_tool_calls": None,
+            "model": self.chat.model,
+            "output": [],
+            "parallel_tool_calls": x["parallel_tool_calls"],
+            "previous_response_id": None,
+            "prompt_cache_key": x["prompt_cache_key"],
+            "reasoning": x["reasoning"],
+            "service_tier": "default",
+            "store": x["store"],
+            "temperature": self.temperature,
+            "text": x["text"],
+            "tool_choice": x["tool_choice"],
+            "tools": x["tools"],
             "top_p": x["top_p"] if x["top_p"] is not None else 1.0,
-            "truncation": x["truncation"], "usage": None, "user": x["user"], "metadata": x["metadata"],
+            "truncation": x["truncation"],
+            "usage": None,
+            "user": x["user"],
+            "metadata": x["metadata"],
         }
 
     def body(self, reply: ChatReply, output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -96,8 +139,9 @@ class Answer:
         return b"event: " + kind.encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
 
     def stream_start(self, prompt_tokens: int) -> bytes:
-        return (self.event("response.created", {"response": self.base("in_progress")})
-                + self.event("response.in_progress", {"response": self.base("in_progress")}))
+        return self.event("response.created", {"response": self.base("in_progress")}) + self.event(
+            "response.in_progress", {"response": self.base("in_progress")}
+        )
 
     def stream_events(self, reply: ChatReply) -> list[bytes]:
         output = _output(reply)
@@ -115,36 +159,61 @@ class Answer:
             if kind == "reasoning":
                 text = item["summary"][0]["text"]
                 part = {"type": "summary_text", "text": text}
-                out.append(self.event("response.reasoning_summary_part.added",
-                                      {**where, "summary_index": 0, "part": {**part, "text": ""}}))
-                out.append(self.event("response.reasoning_summary_text.delta", {**where, "summary_index": 0,
-                                                                                 "delta": text}))
-                out.append(self.event("response.reasoning_summary_text.done", {**where, "summary_index": 0,
-                                                                                "text": text}))
-                out.append(self.event("response.reasoning_summary_part.done", {**where, "summary_index": 0,
-                                                                                "part": part}))
+                out.append(
+                    self.event(
+                        "response.reasoning_summary_part.added",
+                        {**where, "summary_index": 0, "part": {**part, "text": ""}},
+                    )
+                )
+                out.append(
+                    self.event("response.reasoning_summary_text.delta", {**where, "summary_index": 0, "delta": text})
+                )
+                out.append(
+                    self.event("response.reasoning_summary_text.done", {**where, "summary_index": 0, "text": text})
+                )
+                out.append(
+                    self.event("response.reasoning_summary_part.done", {**where, "summary_index": 0, "part": part})
+                )
                 part = {"type": "reasoning_text", "text": text}
-                out.append(self.event("response.content_part.added", {**where, "content_index": 0,
-                                                                       "part": {**part, "text": ""}}))
+                out.append(
+                    self.event(
+                        "response.content_part.added", {**where, "content_index": 0, "part": {**part, "text": ""}}
+                    )
+                )
                 out.append(self.event("response.reasoning_text.delta", {**where, "content_index": 0, "delta": text}))
                 out.append(self.event("response.reasoning_text.done", {**where, "content_index": 0, "text": text}))
                 out.append(self.event("response.content_part.done", {**where, "content_index": 0, "part": part}))
             elif kind == "message":
                 part = item["content"][0]
-                out.append(self.event("response.content_part.added", {**where, "content_index": 0,
-                                                                       "part": {**part, "text": ""}}))
+                out.append(
+                    self.event(
+                        "response.content_part.added", {**where, "content_index": 0, "part": {**part, "text": ""}}
+                    )
+                )
                 if part["text"]:
-                    out.append(self.event("response.output_text.delta", {**where, "content_index": 0,
-                                                                          "delta": part["text"], "logprobs": []}))
-                out.append(self.event("response.output_text.done", {**where, "content_index": 0,
-                                                                     "text": part["text"], "logprobs": []}))
+                    out.append(
+                        self.event(
+                            "response.output_text.delta",
+                            {**where, "content_index": 0, "delta": part["text"], "logprobs": []},
+                        )
+                    )
+                out.append(
+                    self.event(
+                        "response.output_text.done", {**where, "content_index": 0, "text": part["text"], "logprobs": []}
+                    )
+                )
                 out.append(self.event("response.content_part.done", {**where, "content_index": 0, "part": part}))
             else:
                 if item["arguments"]:
-                    out.append(self.event("response.function_call_arguments.delta",
-                                          {**where, "delta": item["arguments"]}))
-                out.append(self.event("response.function_call_arguments.done",
-                                      {**where, "name": item["name"], "arguments": item["arguments"]}))
+                    out.append(
+                        self.event("response.function_call_arguments.delta", {**where, "delta": item["arguments"]})
+                    )
+                out.append(
+                    self.event(
+                        "response.function_call_arguments.done",
+                        {**where, "name": item["name"], "arguments": item["arguments"]},
+                    )
+                )
             out.append(self.event("response.output_item.done", {"output_index": index, "item": item}))
         final = self.body(reply, output)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
@@ -156,8 +225,9 @@ class Answer:
         code = error_code(error)
         failed = self.base("failed")
         failed["error"] = {"code": code, "message": error.message}
-        return (self.event("error", {"code": code, "message": error.message, "param": _param(error)})
-                + self.event("response.failed", {"response": failed}))
+        return self.event("error", {"code": code, "message": error.message, "param": _param(error)}) + self.event(
+            "response.failed", {"response": failed}
+        )
 
 
 def error_code(error: ProxyError) -> str:
@@ -177,8 +247,13 @@ def error_body(error: ProxyError) -> dict[str, Any]:
 
 def stream_error(error: ProxyError) -> bytes:
     """An ``error`` event for a stream whose ``Answer`` is unknown (the middleware's safety net)."""
-    data = {"type": "error", "sequence_number": 0, "code": error_code(error), "message": error.message,
-            "param": _param(error)}
+    data = {
+        "type": "error",
+        "sequence_number": 0,
+        "code": error_code(error),
+        "message": error.message,
+        "param": _param(error),
+    }
     return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
 
 

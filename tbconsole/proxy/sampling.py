@@ -19,8 +19,10 @@ import tinker
 from tbconsole.proxy.errors import ProxyError
 
 # Header- or URL-style credentials an SDK error message might quote.
-_SECRET = re.compile(r"(?i)(bearer\s+|(?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[=:]\s*[\"']?)"
-                     r"[^\s\"',;&}]+|\b(?:sk|tml)-[A-Za-z0-9_-]{8,}")
+_SECRET = re.compile(
+    r"(?i)(bearer\s+|(?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[=:]\s*[\"']?)"
+    r"[^\s\"',;&}]+|\b(?:sk|tml)-[A-Za-z0-9_-]{8,}"
+)
 
 
 @dataclass
@@ -37,8 +39,9 @@ def model_input(tokens: list[int]) -> tinker.ModelInput:
     return tinker.ModelInput.model_construct(chunks=[chunk])
 
 
-async def sample_once(client: Any, prompt: list[int], params: tinker.SamplingParams,
-                      timeout_s: float | None) -> Sampled:
+async def sample_once(
+    client: Any, prompt: list[int], params: tinker.SamplingParams, timeout_s: float | None
+) -> Sampled:
     """One sequence; raises whatever the sampler raises, ``TimeoutError`` past ``timeout_s``."""
     async with asyncio.timeout(timeout_s):
         result = await _sample(client, model_input(prompt), params)

@@ -57,8 +57,14 @@ class ScriptedSampler:
     """Answers each ``sample_async`` with the next scripted outcome; when the script has run
     out, ``default`` (a reply, or a function of the call) answers."""
 
-    def __init__(self, renderer: Renderer, script: list[Scripted | Message] | None = None,
-                 default: Callable[[ScriptedCall], Scripted] | Message | None = None, *, record_calls: bool = True):
+    def __init__(
+        self,
+        renderer: Renderer,
+        script: list[Scripted | Message] | None = None,
+        default: Callable[[ScriptedCall], Scripted] | Message | None = None,
+        *,
+        record_calls: bool = True,
+    ):
         self.renderer = renderer
         self._fixed: Scripted | None = None
         if default is not None and not callable(default):
@@ -98,8 +104,9 @@ class ScriptedSampler:
             return self._fixed
         raise RuntimeError("ScriptedSampler: script exhausted")
 
-    async def sample_async(self, prompt: tinker.ModelInput, num_samples: int,
-                           sampling_params: tinker.SamplingParams, **_: Any) -> tinker.SampleResponse:
+    async def sample_async(
+        self, prompt: tinker.ModelInput, num_samples: int, sampling_params: tinker.SamplingParams, **_: Any
+    ) -> tinker.SampleResponse:
         outcome = self._next(prompt, num_samples, sampling_params)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -117,14 +124,22 @@ class ScriptedSampler:
         stop_reason = outcome.stop_reason
         if max_tokens is not None and len(tokens) > max_tokens:
             tokens, stop_reason = tokens[:max_tokens], "length"
-        logprobs = None if outcome.omit_logprobs else (
-            list(outcome.logprobs) if outcome.logprobs is not None else [-0.5] * len(tokens))
-        sequence = tinker.SampledSequence(stop_reason=stop_reason, sequence_id=f"scripted-{next(self._ids)}",
-                                          _tokens_list=tokens, _logprobs_list=logprobs)
+        logprobs = (
+            None
+            if outcome.omit_logprobs
+            else (list(outcome.logprobs) if outcome.logprobs is not None else [-0.5] * len(tokens))
+        )
+        sequence = tinker.SampledSequence(
+            stop_reason=stop_reason,
+            sequence_id=f"scripted-{next(self._ids)}",
+            _tokens_list=tokens,
+            _logprobs_list=logprobs,
+        )
         return tinker.SampleResponse(sequences=[sequence] * num_samples)
 
-    def sample(self, prompt: tinker.ModelInput, num_samples: int, sampling_params: tinker.SamplingParams,
-               **kwargs: Any):
+    def sample(
+        self, prompt: tinker.ModelInput, num_samples: int, sampling_params: tinker.SamplingParams, **kwargs: Any
+    ):
         """The SDK's current spelling: returns an awaitable."""
         return self.sample_async(prompt, num_samples, sampling_params, **kwargs)
 

@@ -31,13 +31,28 @@ class CaptureProxy:
     """One per group. The constructor's settings are kept as attributes of the same names (read
     them; changing them after construction has no effect)."""
 
-    def __init__(self, *, renderer: Renderer, sampler: Any, default_max_tokens: int, capture_dir: Path | str,
-                 tokenizer: Any = None, publish: Callable[[Event], None] | None = None, step: int = 0,
-                 group: int = 0, listen_host: str = "127.0.0.1", advertised_host: str | None = None,
-                 port: int = 0, model_name: str = "policy", fsync: bool = False, incremental: bool = True,
-                 keepalive_s: float = 10.0, max_body_bytes: int = MAX_BODY_BYTES,
-                 sample_timeout_s: float | None = None,
-                 on_sampler_error: Callable[[str, BaseException], None] | None = None):
+    def __init__(
+        self,
+        *,
+        renderer: Renderer,
+        sampler: Any,
+        default_max_tokens: int,
+        capture_dir: Path | str,
+        tokenizer: Any = None,
+        publish: Callable[[Event], None] | None = None,
+        step: int = 0,
+        group: int = 0,
+        listen_host: str = "127.0.0.1",
+        advertised_host: str | None = None,
+        port: int = 0,
+        model_name: str = "policy",
+        fsync: bool = False,
+        incremental: bool = True,
+        keepalive_s: float = 10.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        sample_timeout_s: float | None = None,
+        on_sampler_error: Callable[[str, BaseException], None] | None = None,
+    ):
         if default_max_tokens <= 0:
             raise ValueError("default_max_tokens must be positive")
         if sample_timeout_s is not None and not sample_timeout_s > 0:
@@ -60,15 +75,30 @@ class CaptureProxy:
         self._listen_port = port
         self._publish_fn = publish
         self._runner: web.AppRunner | None = None
-        self._trials = TrialRegistry(renderer, self.capture_dir, fsync=fsync, incremental=incremental,
-                                     on_lost=self._capture_lost)
+        self._trials = TrialRegistry(
+            renderer, self.capture_dir, fsync=fsync, incremental=incremental, on_lost=self._capture_lost
+        )
         self._keys = self._trials.keys
-        self._pipeline = Pipeline(renderer=renderer, tokenizer=self.tokenizer, sampler=sampler,
-                                  default_max_tokens=self.default_max_tokens, sample_timeout_s=sample_timeout_s,
-                                  on_sampler_error=on_sampler_error, lose=self._trials.lose,
-                                  thread_name=f"proxy-g{group}")
-        self._http = ProxyHttp(self._trials, self._pipeline, model_name=model_name, max_body_bytes=max_body_bytes,
-                               keepalive_s=keepalive_s, publish=self._publish, step=step, group=group)
+        self._pipeline = Pipeline(
+            renderer=renderer,
+            tokenizer=self.tokenizer,
+            sampler=sampler,
+            default_max_tokens=self.default_max_tokens,
+            sample_timeout_s=sample_timeout_s,
+            on_sampler_error=on_sampler_error,
+            lose=self._trials.lose,
+            thread_name=f"proxy-g{group}",
+        )
+        self._http = ProxyHttp(
+            self._trials,
+            self._pipeline,
+            model_name=model_name,
+            max_body_bytes=max_body_bytes,
+            keepalive_s=keepalive_s,
+            publish=self._publish,
+            step=step,
+            group=group,
+        )
         self._errors = self._http.errors  # the error middleware, for apps of one's own
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -89,15 +119,22 @@ class CaptureProxy:
         if self._runner is not None:
             return
         # auto_decompress off: bodies are decoded in ``body``, where a bad one is a 4xx, not a reset.
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=2.0,
-                               auto_decompress=False, logger=ServerLog())
+        runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=2.0,
+            auto_decompress=False,
+            logger=ServerLog(),
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.listen_host, self._listen_port)
         await site.start()
         self._runner = runner
         self.port = int(runner.addresses[0][1])
-        log.info("capture proxy for step %s group %s listening on %s:%s", self.step, self.group,
-                 self.listen_host, self.port)
+        log.info(
+            "capture proxy for step %s group %s listening on %s:%s", self.step, self.group, self.listen_host, self.port
+        )
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
@@ -115,8 +152,9 @@ class CaptureProxy:
 
     # -- trials --------------------------------------------------------------------------------
 
-    def register_trial(self, trial_id: str, *, context_window: int | None = None,
-                       temperature: float | None = None) -> TrialCredential:
+    def register_trial(
+        self, trial_id: str, *, context_window: int | None = None, temperature: float | None = None
+    ) -> TrialCredential:
         return self._trials.register(trial_id, self.url, context_window=context_window, temperature=temperature)
 
     def turns(self, trial_id: str) -> list[CapturedTurn]:

@@ -42,8 +42,7 @@ def _safe(text: str, i: int) -> bool:
     before, after = text[i - 1], text[i]
     if before in "\r\n":
         return after.isalpha()
-    return (before.isalpha() and not after.isalpha() and after != "'"
-            and not unicodedata.category(after).startswith("M"))
+    return before.isalpha() and not after.isalpha() and after != "'" and not unicodedata.category(after).startswith("M")
 
 
 def split_points(text: str, max_chars: int = MAX_ENCODE_CHARS) -> list[int]:
@@ -113,8 +112,9 @@ class HFStyleTokenizer:
     def __len__(self) -> int:
         return self.vocab_size
 
-    def encode(self, text: str, add_special_tokens: bool = False, split_special_tokens: bool = False,
-               **_: Any) -> list[int]:
+    def encode(
+        self, text: str, add_special_tokens: bool = False, split_special_tokens: bool = False, **_: Any
+    ) -> list[int]:
         ordinary = self.tml_tokenizer.encode_ordinary
         if split_special_tokens or self._split is None:
             return encode_in_pieces(ordinary, text)

@@ -24,16 +24,19 @@ BASH_TOOL = {
         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
     },
 }
-BASH_SPEC = {"name": "bash", "description": "Execute a bash command",
-             "parameters": BASH_TOOL["function"]["parameters"]}
-ANTHROPIC_BASH = {"name": "bash", "description": "Execute a bash command",
-                  "input_schema": BASH_TOOL["function"]["parameters"]}
+BASH_SPEC = {"name": "bash", "description": "Execute a bash command", "parameters": BASH_TOOL["function"]["parameters"]}
+ANTHROPIC_BASH = {
+    "name": "bash",
+    "description": "Execute a bash command",
+    "input_schema": BASH_TOOL["function"]["parameters"],
+}
 
 
 def text_reply(text: str, thinking: str | None = None) -> Message:
     if thinking:
-        return Message(role="assistant", content=[{"type": "thinking", "thinking": thinking},
-                                                  {"type": "text", "text": text}])
+        return Message(
+            role="assistant", content=[{"type": "thinking", "thinking": thinking}, {"type": "text", "text": text}]
+        )
     return Message(role="assistant", content=text)
 
 
@@ -57,8 +60,14 @@ class Harness:
 def make_harness(renderer, capture_dir: Path, sampler: ScriptedSampler | None = None, **kwargs: Any) -> Harness:
     sampler = sampler or ScriptedSampler(renderer, default=text_reply("ok"))
     events: list[Event] = []
-    proxy = CaptureProxy(renderer=renderer, sampler=sampler, default_max_tokens=kwargs.pop("default_max_tokens", 512),
-                         capture_dir=capture_dir, publish=events.append, **kwargs)
+    proxy = CaptureProxy(
+        renderer=renderer,
+        sampler=sampler,
+        default_max_tokens=kwargs.pop("default_max_tokens", 512),
+        capture_dir=capture_dir,
+        publish=events.append,
+        **kwargs,
+    )
     return Harness(proxy, sampler, events)
 
 
@@ -73,6 +82,7 @@ class ThreadedProxy:
     def call(self, fn, *args, **kwargs):
         async def run():
             return fn(*args, **kwargs)
+
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
 
     def __enter__(self) -> ThreadedProxy:

@@ -35,9 +35,15 @@ async def test_tool_use_round_trip_non_streaming(harness, renderer):
     system = [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]
     messages = [{"role": "user", "content": [{"type": "text", "text": "Fix it."}]}]
 
-    msg = await api.messages.create(model="policy", max_tokens=1000, system=system, messages=messages,
-                                    tools=[ANTHROPIC_BASH], metadata={"user_id": "u"},
-                                    extra_body={"temperature": 0.5})
+    msg = await api.messages.create(
+        model="policy",
+        max_tokens=1000,
+        system=system,
+        messages=messages,
+        tools=[ANTHROPIC_BASH],
+        metadata={"user_id": "u"},
+        extra_body={"temperature": 0.5},
+    )
     assert msg.stop_reason == "tool_use"
     kinds = [block.type for block in msg.content]
     assert kinds == ["thinking", "tool_use"]
@@ -46,19 +52,31 @@ async def test_tool_use_round_trip_non_streaming(harness, renderer):
     assert use.name == "bash" and use.input == {"command": "ls"} and use.id.startswith("toolu_")
 
     messages.append({"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in msg.content]})
-    messages.append({"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "a.txt"}]},
-        {"type": "text", "text": "Keep going."}]})
-    msg2 = await api.messages.create(model="policy", max_tokens=1000, system=system, messages=messages,
-                                     tools=[ANTHROPIC_BASH])
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "a.txt"}]},
+                {"type": "text", "text": "Keep going."},
+            ],
+        }
+    )
+    msg2 = await api.messages.create(
+        model="policy", max_tokens=1000, system=system, messages=messages, tools=[ANTHROPIC_BASH]
+    )
     assert msg2.stop_reason == "end_turn" and msg2.content[0].text == "Finished."
 
     expected_first = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "You are Claude Code.") + [
-        Message(role="user", content="Fix it.")]
+        Message(role="user", content="Fix it.")
+    ]
     expected_second = expected_first + [
-        Message(role="assistant", content=[{"type": "thinking", "thinking": "Check the files."}],
-                tool_calls=[ToolCall(id=use.id, function=ToolCall.FunctionBody(name="bash",
-                                                                              arguments='{"command": "ls"}'))]),
+        Message(
+            role="assistant",
+            content=[{"type": "thinking", "thinking": "Check the files."}],
+            tool_calls=[
+                ToolCall(id=use.id, function=ToolCall.FunctionBody(name="bash", arguments='{"command": "ls"}'))
+            ],
+        ),
         Message(role="tool", content="a.txt", tool_call_id=use.id),
         Message(role="user", content="Keep going."),
     ]
@@ -76,8 +94,9 @@ async def test_streaming_with_tools(harness):
     h = await harness()
     h.sampler.add(tool_reply("pwd", thinking="Where am I?", text="Checking."))
     cred = h.proxy.register_trial("trial-s")
-    async with client(cred).messages.stream(model="policy", max_tokens=500, tools=[ANTHROPIC_BASH],
-                                            messages=[{"role": "user", "content": "go"}]) as stream:
+    async with client(cred).messages.stream(
+        model="policy", max_tokens=500, tools=[ANTHROPIC_BASH], messages=[{"role": "user", "content": "go"}]
+    ) as stream:
         texts = [text async for text in stream.text_stream]
         final = await stream.get_final_message()
     assert "".join(texts).strip() == "Checking."
@@ -93,8 +112,9 @@ async def test_length_stop_streaming(harness):
     h = await harness()
     h.sampler.truncated(text_reply("many words " * 30), keep=12)
     cred = h.proxy.register_trial("trial-l")
-    async with client(cred).messages.stream(model="policy", max_tokens=12,
-                                            messages=[{"role": "user", "content": "talk"}]) as stream:
+    async with client(cred).messages.stream(
+        model="policy", max_tokens=12, messages=[{"role": "user", "content": "talk"}]
+    ) as stream:
         final = await stream.get_final_message()
     assert final.stop_reason == "max_tokens"
 
@@ -103,8 +123,9 @@ async def test_context_window_refused_with_prompt_too_long(harness):
     h = await harness(default_max_tokens=50)
     cred = h.proxy.register_trial("trial-c", context_window=60)
     with pytest.raises(anthropic.BadRequestError) as info:
-        await client(cred).messages.create(model="policy", max_tokens=50,
-                                           messages=[{"role": "user", "content": "hello " * 30}])
+        await client(cred).messages.create(
+            model="policy", max_tokens=50, messages=[{"role": "user", "content": "hello " * 30}]
+        )
     assert info.value.status_code == 400
     body = info.value.body
     assert body["error"]["type"] == "invalid_request_error"
@@ -112,8 +133,9 @@ async def test_context_window_refused_with_prompt_too_long(harness):
     assert h.sampler.calls == []
     # Streaming requests are refused before the stream starts, as a plain 400.
     with pytest.raises(anthropic.BadRequestError):
-        async with client(cred).messages.stream(model="policy", max_tokens=50,
-                                                messages=[{"role": "user", "content": "hello " * 30}]) as stream:
+        async with client(cred).messages.stream(
+            model="policy", max_tokens=50, messages=[{"role": "user", "content": "hello " * 30}]
+        ) as stream:
             await stream.get_final_message()
 
 
@@ -134,8 +156,9 @@ async def test_pings_while_sampling_a_stream(harness):
     h = await harness(keepalive_s=0.02)
     h.sampler.add(Scripted(tokens=reply_tokens(h.proxy.renderer, text_reply("slow answer")), delay=0.15))
     cred = h.proxy.register_trial("trial-p")
-    async with client(cred).messages.stream(model="policy", max_tokens=50,
-                                            messages=[{"role": "user", "content": "x"}]) as stream:
+    async with client(cred).messages.stream(
+        model="policy", max_tokens=50, messages=[{"role": "user", "content": "x"}]
+    ) as stream:
         final = await stream.get_final_message()
     assert final.content[0].text == "slow answer"
 
@@ -149,35 +172,51 @@ async def test_stop_sequence_is_reported_and_cut(harness, renderer):
     h.sampler.add(text_reply("No stop here."))
     cred = h.proxy.register_trial("trial-q")
     api = client(cred)
-    msg = await api.messages.create(model="policy", max_tokens=100, stop_sequences=["STOP", "HALT"],
-                                    messages=[{"role": "user", "content": "count"}])
+    msg = await api.messages.create(
+        model="policy", max_tokens=100, stop_sequences=["STOP", "HALT"], messages=[{"role": "user", "content": "count"}]
+    )
     assert msg.stop_reason == "stop_sequence" and msg.stop_sequence == "STOP"
     assert msg.content[0].text == "Counting: 1 2 "
-    async with api.messages.stream(model="policy", max_tokens=100, stop_sequences=["HALT", "STOP"],
-                                   messages=[{"role": "user", "content": "count"}]) as stream:
+    async with api.messages.stream(
+        model="policy", max_tokens=100, stop_sequences=["HALT", "STOP"], messages=[{"role": "user", "content": "count"}]
+    ) as stream:
         final = await stream.get_final_message()
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == "STOP"
     assert final.content[0].text == "Counting: 1 2 "
     # The capture keeps every sampled token, the stop string's included.
     assert renderer.tokenizer.decode(h.proxy.turns("trial-q")[0].output_tokens).endswith("STOP")
     # A turn the model ended itself is end_turn, stop strings or not.
-    msg = await api.messages.create(model="policy", max_tokens=100, stop_sequences=["STOP"],
-                                    messages=[{"role": "user", "content": "x"}])
+    msg = await api.messages.create(
+        model="policy", max_tokens=100, stop_sequences=["STOP"], messages=[{"role": "user", "content": "x"}]
+    )
     assert msg.stop_reason == "end_turn" and msg.stop_sequence is None and msg.content[0].text == "No stop here."
 
 
 async def test_tool_result_errors_reach_the_model(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-e")
-    messages = [{"role": "user", "content": "go"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash",
-                                                   "input": {"command": "cat x"}},
-                                                  {"type": "tool_use", "id": "toolu_2", "name": "bash",
-                                                   "input": {"command": "ls"}}]},
-                {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
-                     "content": "cat: x: No such file or directory"},
-                    {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": False, "content": "y"}]}]
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "cat x"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"command": "ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "is_error": True,
+                    "content": "cat: x: No such file or directory",
+                },
+                {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": False, "content": "y"},
+            ],
+        },
+    ]
     await client(cred).messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], messages=messages)
     prompt = h.proxy.turns("trial-e")[0].prompt_tokens
     text = renderer.tokenizer.decode(prompt)
@@ -186,8 +225,11 @@ async def test_tool_result_errors_reach_the_model(harness, renderer):
     call = lambda i, c: ToolCall(id=i, function=ToolCall.FunctionBody(name="bash", arguments=c))  # noqa: E731
     expected = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [
         Message(role="user", content="go"),
-        Message(role="assistant", content="", tool_calls=[call("toolu_1", '{"command": "cat x"}'),
-                                                          call("toolu_2", '{"command": "ls"}')]),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=[call("toolu_1", '{"command": "cat x"}'), call("toolu_2", '{"command": "ls"}')],
+        ),
         Message(role="tool", content="Error: cat: x: No such file or directory", tool_call_id="toolu_1"),
         Message(role="tool", content="y", tool_call_id="toolu_2"),
     ]
@@ -199,25 +241,44 @@ async def test_tool_choice(harness, renderer):
     cred = h.proxy.register_trial("trial-c")
     api = client(cred)
     h.sampler.add(tool_reply("ls"))
-    msg = await api.messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], tool_choice={"type": "none"},
-                                    messages=[{"role": "user", "content": "go"}])
+    msg = await api.messages.create(
+        model="policy",
+        max_tokens=100,
+        tools=[ANTHROPIC_BASH],
+        tool_choice={"type": "none"},
+        messages=[{"role": "user", "content": "go"}],
+    )
     # Not offered the tools; the call it wrote anyway comes back as text.
     assert msg.stop_reason == "end_turn" and [b.type for b in msg.content] == ["text"]
     assert '"name": "bash"' in msg.content[0].text
     assert h.proxy.turns("trial-c")[0].prompt_tokens == full_render(renderer, [Message(role="user", content="go")])
-    await api.messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH],
-                              tool_choice={"type": "auto", "disable_parallel_tool_use": True},
-                              messages=[{"role": "user", "content": "go"}])
+    await api.messages.create(
+        model="policy",
+        max_tokens=100,
+        tools=[ANTHROPIC_BASH],
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+        messages=[{"role": "user", "content": "go"}],
+    )
     assert h.proxy.turns("trial-c")[1].prompt_tokens == full_render(
-        renderer, renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [Message(role="user", content="go")])
+        renderer, renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [Message(role="user", content="go")]
+    )
     for choice in ({"type": "any"}, {"type": "tool", "name": "bash"}):
         with pytest.raises(anthropic.BadRequestError) as info:
-            await api.messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], tool_choice=choice,
-                                      messages=[{"role": "user", "content": "go"}])
+            await api.messages.create(
+                model="policy",
+                max_tokens=100,
+                tools=[ANTHROPIC_BASH],
+                tool_choice=choice,
+                messages=[{"role": "user", "content": "go"}],
+            )
         assert "the policy samples freely" in info.value.body["error"]["message"]
     # Counting tokens does not sample: any tool_choice is counted with the tools offered.
-    count = await api.messages.count_tokens(model="policy", tools=[ANTHROPIC_BASH], tool_choice={"type": "any"},
-                                            messages=[{"role": "user", "content": "go"}])
+    count = await api.messages.count_tokens(
+        model="policy",
+        tools=[ANTHROPIC_BASH],
+        tool_choice={"type": "any"},
+        messages=[{"role": "user", "content": "go"}],
+    )
     assert count.input_tokens == len(h.proxy.turns("trial-c")[1].prompt_tokens)
     assert len(h.sampler.calls) == 2
 
@@ -228,12 +289,19 @@ async def test_a_system_turn_inside_messages_renders_in_place(harness, renderer)
     h = await harness()
     h.sampler.add(text_reply("ok"))
     cred = h.proxy.register_trial("trial-s")
-    messages = [{"role": "user", "content": "Fix it."},
-                {"role": "system", "content": [{"type": "text", "text": "cwd: /app"}]},
-                {"role": "user", "content": "Go."}]
-    msg = await client(cred).messages.create(model="policy", max_tokens=100, system="You are Claude Code.",
-                                             messages=messages)
+    messages = [
+        {"role": "user", "content": "Fix it."},
+        {"role": "system", "content": [{"type": "text", "text": "cwd: /app"}]},
+        {"role": "user", "content": "Go."},
+    ]
+    msg = await client(cred).messages.create(
+        model="policy", max_tokens=100, system="You are Claude Code.", messages=messages
+    )
     assert msg.content[0].text == "ok"
-    expected = [Message(role="system", content="You are Claude Code."), Message(role="user", content="Fix it."),
-                Message(role="system", content="cwd: /app"), Message(role="user", content="Go.")]
+    expected = [
+        Message(role="system", content="You are Claude Code."),
+        Message(role="user", content="Fix it."),
+        Message(role="system", content="cwd: /app"),
+        Message(role="user", content="Go."),
+    ]
     assert h.proxy.turns("trial-s")[0].prompt_tokens == full_render(renderer, expected)

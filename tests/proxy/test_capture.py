@@ -22,9 +22,11 @@ HERE = Path(__file__).parent
 
 
 def chat(cred, content: str, **extra) -> dict:
-    return {"url": cred.openai_base_url + "/chat/completions",
-            "headers": {"Authorization": f"Bearer {cred.api_key}"},
-            "json": {"model": "policy", "messages": [{"role": "user", "content": content}], **extra}}
+    return {
+        "url": cred.openai_base_url + "/chat/completions",
+        "headers": {"Authorization": f"Bearer {cred.api_key}"},
+        "json": {"model": "policy", "messages": [{"role": "user", "content": content}], **extra},
+    }
 
 
 async def post(http: httpx.AsyncClient, request: dict) -> httpx.Response:
@@ -33,8 +35,11 @@ async def post(http: httpx.AsyncClient, request: dict) -> httpx.Response:
 
 def test_kill_mid_run_keeps_every_answered_turn(tmp_path, renderer):
     capture_dir, info = tmp_path / "capture", tmp_path / "info.json"
-    proc = subprocess.Popen([sys.executable, str(HERE / "crash_server.py"), str(capture_dir), str(info)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "crash_server.py"), str(capture_dir), str(info)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not info.exists():
@@ -43,8 +48,9 @@ def test_kill_mid_run_keeps_every_answered_turn(tmp_path, renderer):
             time.sleep(0.1)
         server = json.loads(info.read_text())
         path = capture_dir / "crash.jsonl"
-        with httpx.Client(base_url=server["url"], headers={"Authorization": f"Bearer {server['key']}"},
-                          timeout=30) as http:
+        with httpx.Client(
+            base_url=server["url"], headers={"Authorization": f"Bearer {server['key']}"}, timeout=30
+        ) as http:
             for i, expected in enumerate(["first", "second"]):
                 r = http.post("/chat/completions", json={"messages": [{"role": "user", "content": f"q{i}"}]})
                 assert r.json()["choices"][0]["message"]["content"] == expected
@@ -109,16 +115,16 @@ async def test_turns_are_attributed_to_their_trials_and_serialised_per_trial(har
     h.sampler.default = default
     a, b = h.proxy.register_trial("trial-alpha"), h.proxy.register_trial("trial-beta")
     async with httpx.AsyncClient(timeout=30) as http:
-        responses = await asyncio.gather(*[post(http, chat(cred, f"{word} {i}"))
-                                           for i in range(3) for cred, word in ((a, "alpha"), (b, "beta"))])
+        responses = await asyncio.gather(
+            *[post(http, chat(cred, f"{word} {i}")) for i in range(3) for cred, word in ((a, "alpha"), (b, "beta"))]
+        )
     assert all(r.status_code == 200 for r in responses)
     for trial, word in (("trial-alpha", "alpha"), ("trial-beta", "beta")):
         turns = h.proxy.turns(trial)
         assert len(turns) == 3
         assert all(word in tokenizer.decode(t.prompt_tokens) for t in turns)
         spans = sorted(intervals[word])
-        assert all(end <= next_start + 1e-3 for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), \
-            spans
+        assert all(end <= next_start + 1e-3 for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), spans
     assert h.sampler.max_in_flight == 2  # trials sample in parallel, each one at a time
     events = h.kinds("proxy.request")
     assert sorted(e.trial for e in events) == ["trial-alpha"] * 3 + ["trial-beta"] * 3
@@ -138,11 +144,14 @@ async def test_unwritable_capture_is_a_lost_capture(harness, tmp_path):
     assert lost.trial == "t" and lost.step == 0 and lost.group == 0
 
 
-@pytest.mark.parametrize("outcome, why", [
-    (Scripted(tokens=[1, 2, 3], omit_logprobs=True), "no log-probs"),
-    (Scripted(tokens=[1, 2, 3], logprobs=[-1.0]), "1 log-probs for 3 tokens"),
-    (Scripted(tokens=[1, 2, 3], logprobs=[-1.0, float("nan"), -1.0]), "could not be persisted"),
-])
+@pytest.mark.parametrize(
+    "outcome, why",
+    [
+        (Scripted(tokens=[1, 2, 3], omit_logprobs=True), "no log-probs"),
+        (Scripted(tokens=[1, 2, 3], logprobs=[-1.0]), "1 log-probs for 3 tokens"),
+        (Scripted(tokens=[1, 2, 3], logprobs=[-1.0, float("nan"), -1.0]), "could not be persisted"),
+    ],
+)
 async def test_samples_that_cannot_be_trained_on_mark_the_trial(harness, outcome, why):
     h = await harness()
     h.sampler.add(outcome)
@@ -204,8 +213,14 @@ async def test_prompts_survive_refusals_and_edits_between_turns(harness, rendere
     h = await harness(default_max_tokens=32)
     cred = h.proxy.register_trial("t", context_window=400)
     conversations = [
-        ["alpha"], ["alpha", "beta"], ["alpha", "beta " * 600],  # the third is refused (window)
-        ["alpha", "beta", "gamma"], ["edited", "beta", "gamma"], ["edited"], ["edited", "delta"]]
+        ["alpha"],
+        ["alpha", "beta"],
+        ["alpha", "beta " * 600],  # the third is refused (window)
+        ["alpha", "beta", "gamma"],
+        ["edited", "beta", "gamma"],
+        ["edited"],
+        ["edited", "delta"],
+    ]
     expected = []
     async with httpx.AsyncClient(timeout=30) as http:
         for texts in conversations:
@@ -234,18 +249,35 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
     from proxy_support import BASH_TOOL, ThreadedProxy, make_harness
 
     texts = st.sampled_from(["ls", "ok", "error: x\n" * 3, "<think>", "", "a b c " * 10])
-    call = st.builds(lambda i, c: {"id": f"c{i}", "type": "function",
-                                   "function": {"name": "bash", "arguments": json.dumps({"command": c})}},
-                     st.integers(0, 3), texts)
+    call = st.builds(
+        lambda i, c: {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": c})},
+        },
+        st.integers(0, 3),
+        texts,
+    )
     message = st.one_of(
         st.builds(lambda t: {"role": "user", "content": t}, texts),
-        st.builds(lambda t, r, calls: {"role": "assistant", "content": t, "reasoning_content": r,
-                                       **({"tool_calls": calls} if calls else {})},
-                  texts, texts, st.lists(call, max_size=2)),
-        st.builds(lambda t: {"role": "tool", "tool_call_id": "c0", "content": t}, texts))
-    step = st.one_of(st.lists(message, min_size=1, max_size=3).map(lambda m: ("grow", m)),
-                     st.integers(1, 6).map(lambda n: ("cut", n)),
-                     st.tuples(st.integers(0, 6), message).map(lambda x: ("edit", x)))
+        st.builds(
+            lambda t, r, calls: {
+                "role": "assistant",
+                "content": t,
+                "reasoning_content": r,
+                **({"tool_calls": calls} if calls else {}),
+            },
+            texts,
+            texts,
+            st.lists(call, max_size=2),
+        ),
+        st.builds(lambda t: {"role": "tool", "tool_call_id": "c0", "content": t}, texts),
+    )
+    step = st.one_of(
+        st.lists(message, min_size=1, max_size=3).map(lambda m: ("grow", m)),
+        st.integers(1, 6).map(lambda n: ("cut", n)),
+        st.tuples(st.integers(0, 6), message).map(lambda x: ("edit", x)),
+    )
     counter = itertools.count()
     harness = make_harness(renderer, tmp_path / "capture")
     with ThreadedProxy(harness) as threaded, httpx.Client(timeout=30) as http:
@@ -265,8 +297,11 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
                     messages = list(messages)
                     messages[arg[0] % len(messages)] = arg[1]
                 body = {"model": "policy", "messages": messages, **({"tools": [BASH_TOOL]} if tools else {})}
-                r = http.post(cred.openai_base_url + "/chat/completions", json=body,
-                              headers={"Authorization": f"Bearer {cred.api_key}"})
+                r = http.post(
+                    cred.openai_base_url + "/chat/completions",
+                    json=body,
+                    headers={"Authorization": f"Bearer {cred.api_key}"},
+                )
                 if r.status_code == 200:
                     expected.append(full_render(renderer, openai_api.parse_request(body, renderer).messages))
                 else:
@@ -284,8 +319,18 @@ def test_a_capture_file_is_never_appended_to_another_attempts(tmp_path):
 
     path = tmp_path / "t.jsonl"
     path.write_text('{"v": 1}\n')  # an earlier attempt's file
-    turn = CapturedTurn(turn=0, prompt_tokens=[1, 2], output_tokens=[3], logprobs=[-0.1], stop_reason="stop",
-                        api="openai", started_at=0.0, sample_ms=1.0, max_tokens=8, temperature=1.0)
+    turn = CapturedTurn(
+        turn=0,
+        prompt_tokens=[1, 2],
+        output_tokens=[3],
+        logprobs=[-0.1],
+        stop_reason="stop",
+        api="openai",
+        started_at=0.0,
+        sample_ms=1.0,
+        max_tokens=8,
+        temperature=1.0,
+    )
     with pytest.raises(CaptureError, match="already exists"):
         CaptureWriter(path, "t").write(turn)
     assert path.read_text() == '{"v": 1}\n'

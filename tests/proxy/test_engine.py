@@ -42,30 +42,54 @@ def sampling_client(engine):
 
 async def test_openai_responses_and_anthropic_clients_through_the_engine(engine_renderer, sampling_client, tmp_path):
     events = []
-    proxy = CaptureProxy(renderer=engine_renderer, sampler=lambda: sampling_client, default_max_tokens=24,
-                         capture_dir=tmp_path / "capture", publish=events.append)
+    proxy = CaptureProxy(
+        renderer=engine_renderer,
+        sampler=lambda: sampling_client,
+        default_max_tokens=24,
+        capture_dir=tmp_path / "capture",
+        publish=events.append,
+    )
     async with proxy:
         cred = proxy.register_trial("engine-1", context_window=4096, temperature=0.8)
         async with openai.AsyncOpenAI(base_url=cred.openai_base_url, api_key=cred.api_key, max_retries=0) as api:
             messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "List files."}]
-            tools = [{"type": "function", "function": {"name": "bash", "parameters": {
-                "type": "object", "properties": {"command": {"type": "string"}}}}}]
+            tools = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "bash",
+                        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+                    },
+                }
+            ]
             res = await api.chat.completions.create(model="policy", messages=messages, tools=tools, max_tokens=16)
             assert res.choices[0].finish_reason in ("stop", "length", "tool_calls")
             stream = await api.chat.completions.create(model="policy", messages=messages, stream=True)
             chunks = [chunk async for chunk in stream]
             assert chunks[-1].choices[0].finish_reason in ("stop", "length", "tool_calls")
-            responses_tools = [{"type": "function", "name": "bash", "parameters": tools[0]["function"]["parameters"]},
-                               {"type": "web_search"}]
-            events_out = [event async for event in await api.responses.create(
-                model="policy", instructions="You are an agent.", input="List files.", tools=responses_tools,
-                max_output_tokens=16, stream=True)]
+            responses_tools = [
+                {"type": "function", "name": "bash", "parameters": tools[0]["function"]["parameters"]},
+                {"type": "web_search"},
+            ]
+            events_out = [
+                event
+                async for event in await api.responses.create(
+                    model="policy",
+                    instructions="You are an agent.",
+                    input="List files.",
+                    tools=responses_tools,
+                    max_output_tokens=16,
+                    stream=True,
+                )
+            ]
             assert [e.sequence_number for e in events_out] == list(range(len(events_out)))
             assert events_out[-1].type in ("response.completed", "response.incomplete")
-        async with anthropic.AsyncAnthropic(base_url=cred.anthropic_base_url, api_key=cred.api_key,
-                                            max_retries=0) as claude:
-            async with claude.messages.stream(model="policy", max_tokens=16,
-                                              messages=[{"role": "user", "content": "hi"}]) as s:
+        async with anthropic.AsyncAnthropic(
+            base_url=cred.anthropic_base_url, api_key=cred.api_key, max_retries=0
+        ) as claude:
+            async with claude.messages.stream(
+                model="policy", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            ) as s:
                 final = await s.get_final_message()
             assert final.stop_reason in ("end_turn", "max_tokens", "tool_use")
 
@@ -81,7 +105,8 @@ async def test_openai_responses_and_anthropic_clients_through_the_engine(engine_
     assert res.usage.completion_tokens == len(turns[0].output_tokens)
     tools_spec = [{"name": "bash", "description": "", "parameters": tools[0]["function"]["parameters"]}]
     expected = engine_renderer.create_conversation_prefix_with_tools(tools_spec, "You are an agent.") + [
-        {"role": "user", "content": "List files."}]
+        {"role": "user", "content": "List files."}
+    ]
     assert turns[0].prompt_tokens == full_render(engine_renderer, expected)
     assert turns[2].prompt_tokens == turns[0].prompt_tokens  # the same conversation through the Responses API
     assert events_out[-1].response.usage.output_tokens == len(turns[2].output_tokens) <= 16

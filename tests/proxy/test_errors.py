@@ -20,8 +20,9 @@ def served(renderer, tmp_path_factory):
     harness = make_harness(renderer, tmp_path_factory.mktemp("capture"))
     with ThreadedProxy(harness) as threaded:
         cred = threaded.call(harness.proxy.register_trial, "fuzz")
-        with httpx.Client(base_url=cred.proxy_url, timeout=30,
-                          headers={"Authorization": f"Bearer {cred.api_key}"}) as http:
+        with httpx.Client(
+            base_url=cred.proxy_url, timeout=30, headers={"Authorization": f"Bearer {cred.api_key}"}
+        ) as http:
             yield harness, cred, http
 
 
@@ -40,8 +41,12 @@ def anthropic_error(response: httpx.Response) -> dict:
 def test_auth(served):
     harness, cred, http = served
     body = {"messages": [{"role": "user", "content": "hi"}]}
-    for headers in ({"Authorization": ""}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic " + cred.api_key},
-                    {"Authorization": "Bearer " + cred.api_key[:-1]}):
+    for headers in (
+        {"Authorization": ""},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Basic " + cred.api_key},
+        {"Authorization": "Bearer " + cred.api_key[:-1]},
+    ):
         r = http.post(OPENAI, json=body, headers=headers)
         assert r.status_code == 401, headers
         assert openai_error(r)["message"] == "invalid or missing API key"
@@ -80,28 +85,47 @@ def test_body_limits_and_json(served):
         assert openai_error(r)["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize("patch, param", [
-    ({"n": 2}, "n"),
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"max_tokens": -5}, "max_tokens"),
-    ({"max_tokens": "10"}, "max_tokens"),
-    ({"max_completion_tokens": True}, "max_completion_tokens"),
-    ({"temperature": -0.1}, "temperature"),
-    ({"temperature": "hot"}, "temperature"),
-    ({"top_p": 0}, "top_p"),
-    ({"stop": 5}, "stop"),
-    ({"stop": ["a"] * 17}, "stop"),
-    ({"stream": "yes"}, "stream"),
-    ({"messages": []}, "messages"),
-    ({"messages": "hi"}, "messages"),
-    ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0]"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0]"),
-    ({"messages": [{"role": "user"}]}, "messages[0]"),
-    ({"tools": {"type": "function"}}, "tools"),
-    ({"tools": [{"type": "function", "function": {"name": ""}}]}, "tools[0].function"),
-    ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "1", "type": "function", "function": {"name": "bash", "arguments": "{not json"}}]}]}, None),
-])
+@pytest.mark.parametrize(
+    "patch, param",
+    [
+        ({"n": 2}, "n"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": -5}, "max_tokens"),
+        ({"max_tokens": "10"}, "max_tokens"),
+        ({"max_completion_tokens": True}, "max_completion_tokens"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"stop": 5}, "stop"),
+        ({"stop": ["a"] * 17}, "stop"),
+        ({"stream": "yes"}, "stream"),
+        ({"messages": []}, "messages"),
+        ({"messages": "hi"}, "messages"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0]"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+            "messages[0]",
+        ),
+        ({"messages": [{"role": "user"}]}, "messages[0]"),
+        ({"tools": {"type": "function"}}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": ""}}]}, "tools[0].function"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "1", "type": "function", "function": {"name": "bash", "arguments": "{not json"}}
+                        ],
+                    },
+                ]
+            },
+            None,
+        ),
+    ],
+)
 def test_openai_validation(served, patch, param):
     harness, cred, http = served
     body = {"model": "policy", "messages": [{"role": "user", "content": "hi"}], **patch}
@@ -115,28 +139,50 @@ def test_openai_validation(served, patch, param):
 
 def test_openai_accepts_harmless_extras(served):
     harness, cred, http = served
-    body = {"model": "policy", "messages": [{"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
-                                            {"role": "user", "content": "hi", "name": "me"}],
-            "user": "u", "metadata": {"a": "b"}, "store": True, "stream_options": {"include_usage": True},
-            "parallel_tool_calls": True, "tool_choice": "auto", "response_format": {"type": "text"},
-            "logprobs": False, "frequency_penalty": 0, "presence_penalty": 0, "reasoning_effort": "low",
-            "some_future_field": {"x": 1}, "max_tokens": 10, "n": 1}
+    body = {
+        "model": "policy",
+        "messages": [
+            {"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
+            {"role": "user", "content": "hi", "name": "me"},
+        ],
+        "user": "u",
+        "metadata": {"a": "b"},
+        "store": True,
+        "stream_options": {"include_usage": True},
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "response_format": {"type": "text"},
+        "logprobs": False,
+        "frequency_penalty": 0,
+        "presence_penalty": 0,
+        "reasoning_effort": "low",
+        "some_future_field": {"x": 1},
+        "max_tokens": 10,
+        "n": 1,
+    }
     r = http.post(OPENAI, json=body)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"] == "ok"
 
 
-@pytest.mark.parametrize("patch", [
-    {"messages": [{"role": "developer", "content": "x"}]},  # a system turn is rendered; other roles are not
-    {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-    {"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "1", "name": "bash", "input": []}]}]},
-    {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": 5}]}]},
-    {"system": 5},
-    {"max_tokens": 0},
-    {"stop_sequences": "x" * 0},
-    {"top_k": -3},
-    {"tools": [{"name": "x", "input_schema": "schema"}]},
-])
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"messages": [{"role": "developer", "content": "x"}]},  # a system turn is rendered; other roles are not
+        {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+        {
+            "messages": [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "1", "name": "bash", "input": []}]}
+            ]
+        },
+        {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": 5}]}]},
+        {"system": 5},
+        {"max_tokens": 0},
+        {"stop_sequences": "x" * 0},
+        {"top_k": -3},
+        {"tools": [{"name": "x", "input_schema": "schema"}]},
+    ],
+)
 def test_anthropic_validation(served, patch):
     harness, cred, http = served
     body = {"model": "policy", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], **patch}
@@ -160,73 +206,171 @@ def test_register_trial_validation(renderer, tmp_path):
 # Valid requests of each API with a few random mutations (a value replaced by arbitrary JSON, a
 # key deleted), so the fuzzer reaches every level of validation; plus arbitrary JSON and bytes.
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                            st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                           max_leaves=8)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30) | st.sampled_from(
-    ["<think>", "</think>", "<|im_end|>", "<tool_call>", "\n", "", "\ud800", "\x00"])
+    ["<think>", "</think>", "<|im_end|>", "<tool_call>", "\n", "", "\ud800", "\x00"]
+)
 command = st.fixed_dictionaries({"command": texts}).map(json.dumps)
 
-openai_call = st.fixed_dictionaries({"id": st.text(min_size=1, max_size=8), "type": st.just("function"),
-                                     "function": st.fixed_dictionaries({"name": st.just("bash"),
-                                                                        "arguments": command})})
+openai_call = st.fixed_dictionaries(
+    {
+        "id": st.text(min_size=1, max_size=8),
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries({"name": st.just("bash"), "arguments": command}),
+    }
+)
 openai_message = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["system", "developer", "user"]),
-                           "content": texts | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
-                                                       max_size=2)}),
-    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.none() | texts},
-                          optional={"tool_calls": st.lists(openai_call, max_size=2), "reasoning_content": texts}),
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["system", "developer", "user"]),
+            "content": texts | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts}), max_size=2),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"role": st.just("assistant"), "content": st.none() | texts},
+        optional={"tool_calls": st.lists(openai_call, max_size=2), "reasoning_content": texts},
+    ),
     st.fixed_dictionaries({"role": st.just("tool"), "content": texts, "tool_call_id": st.text(max_size=8)}),
 )
 openai_body = st.fixed_dictionaries(
     {"model": st.just("policy"), "messages": st.lists(openai_message, min_size=1, max_size=5)},
-    optional={"max_tokens": st.integers(1, 64), "temperature": st.floats(0, 2), "top_p": st.floats(0.01, 1),
-              "stop": st.lists(st.text(min_size=1, max_size=4), max_size=2), "stream": st.booleans(), "n": st.just(1),
-              "stream_options": st.just({"include_usage": True}), "seed": st.integers(0, 2**31),
-              "tools": st.just([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}])})
+    optional={
+        "max_tokens": st.integers(1, 64),
+        "temperature": st.floats(0, 2),
+        "top_p": st.floats(0.01, 1),
+        "stop": st.lists(st.text(min_size=1, max_size=4), max_size=2),
+        "stream": st.booleans(),
+        "n": st.just(1),
+        "stream_options": st.just({"include_usage": True}),
+        "seed": st.integers(0, 2**31),
+        "tools": st.just([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]),
+    },
+)
 
 text_block = st.fixed_dictionaries({"type": st.just("text"), "text": texts})
-anthropic_user = st.fixed_dictionaries({"role": st.just("user"), "content": texts | st.lists(st.one_of(
-    text_block,
-    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": st.text(max_size=8),
-                           "content": texts | st.lists(text_block, max_size=2)}, optional={"is_error": st.booleans()})),
-    min_size=1, max_size=3)})
-anthropic_assistant = st.fixed_dictionaries({"role": st.just("assistant"), "content": texts | st.lists(st.one_of(
-    text_block,
-    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": texts, "signature": st.just("")}),
-    st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.text(max_size=8), "name": st.just("bash"),
-                           "input": st.fixed_dictionaries({"command": texts})})), min_size=1, max_size=3)})
+anthropic_user = st.fixed_dictionaries(
+    {
+        "role": st.just("user"),
+        "content": texts
+        | st.lists(
+            st.one_of(
+                text_block,
+                st.fixed_dictionaries(
+                    {
+                        "type": st.just("tool_result"),
+                        "tool_use_id": st.text(max_size=8),
+                        "content": texts | st.lists(text_block, max_size=2),
+                    },
+                    optional={"is_error": st.booleans()},
+                ),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+    }
+)
+anthropic_assistant = st.fixed_dictionaries(
+    {
+        "role": st.just("assistant"),
+        "content": texts
+        | st.lists(
+            st.one_of(
+                text_block,
+                st.fixed_dictionaries({"type": st.just("thinking"), "thinking": texts, "signature": st.just("")}),
+                st.fixed_dictionaries(
+                    {
+                        "type": st.just("tool_use"),
+                        "id": st.text(max_size=8),
+                        "name": st.just("bash"),
+                        "input": st.fixed_dictionaries({"command": texts}),
+                    }
+                ),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+    }
+)
 anthropic_body = st.fixed_dictionaries(
-    {"model": st.just("policy"), "max_tokens": st.integers(1, 64),
-     "messages": st.lists(st.one_of(anthropic_user, anthropic_assistant), min_size=1, max_size=5)},
-    optional={"system": texts | st.lists(text_block, max_size=2), "temperature": st.floats(0, 1),
-              "top_k": st.integers(0, 50), "stop_sequences": st.lists(st.text(min_size=1, max_size=4), max_size=2),
-              "stream": st.booleans(), "metadata": st.just({"user_id": "x"}),
-              "tools": st.just([{"name": "bash", "input_schema": {"type": "object"}}])})
+    {
+        "model": st.just("policy"),
+        "max_tokens": st.integers(1, 64),
+        "messages": st.lists(st.one_of(anthropic_user, anthropic_assistant), min_size=1, max_size=5),
+    },
+    optional={
+        "system": texts | st.lists(text_block, max_size=2),
+        "temperature": st.floats(0, 1),
+        "top_k": st.integers(0, 50),
+        "stop_sequences": st.lists(st.text(min_size=1, max_size=4), max_size=2),
+        "stream": st.booleans(),
+        "metadata": st.just({"user_id": "x"}),
+        "tools": st.just([{"name": "bash", "input_schema": {"type": "object"}}]),
+    },
+)
 
 
 input_text = st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text"]), "text": texts})
 responses_item = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["system", "developer", "user", "assistant"]),
-                           "content": texts | st.lists(input_text, max_size=2)}, optional={"type": st.just("message")}),
-    st.fixed_dictionaries({"type": st.just("reasoning"), "summary": st.lists(st.fixed_dictionaries(
-        {"type": st.just("summary_text"), "text": texts}), max_size=2)}, optional={"id": st.just("rs_1")}),
-    st.fixed_dictionaries({"type": st.just("function_call"), "call_id": st.text(min_size=1, max_size=8),
-                           "name": st.just("bash"), "arguments": command}),
-    st.fixed_dictionaries({"type": st.just("function_call_output"), "call_id": st.text(min_size=1, max_size=8),
-                           "output": texts | st.lists(input_text, max_size=2)}),
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["system", "developer", "user", "assistant"]),
+            "content": texts | st.lists(input_text, max_size=2),
+        },
+        optional={"type": st.just("message")},
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("reasoning"),
+            "summary": st.lists(st.fixed_dictionaries({"type": st.just("summary_text"), "text": texts}), max_size=2),
+        },
+        optional={"id": st.just("rs_1")},
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("function_call"),
+            "call_id": st.text(min_size=1, max_size=8),
+            "name": st.just("bash"),
+            "arguments": command,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("function_call_output"),
+            "call_id": st.text(min_size=1, max_size=8),
+            "output": texts | st.lists(input_text, max_size=2),
+        }
+    ),
     st.fixed_dictionaries({"type": st.just("web_search_call"), "id": st.just("ws_1")}),
 )
 responses_body = st.fixed_dictionaries(
     {"model": st.just("policy"), "input": texts | st.lists(responses_item, min_size=1, max_size=5)},
-    optional={"instructions": texts, "max_output_tokens": st.integers(1, 64), "temperature": st.floats(0, 2),
-              "top_p": st.floats(0.01, 1), "stream": st.booleans(), "store": st.booleans(),
-              "tool_choice": st.sampled_from(["auto", "none"]), "parallel_tool_calls": st.booleans(),
-              "include": st.just(["reasoning.encrypted_content"]), "reasoning": st.just({"effort": "low"}),
-              "tools": st.just([{"type": "function", "name": "bash", "parameters": {"type": "object"}},
-                                {"type": "web_search"}])})
+    optional={
+        "instructions": texts,
+        "max_output_tokens": st.integers(1, 64),
+        "temperature": st.floats(0, 2),
+        "top_p": st.floats(0.01, 1),
+        "stream": st.booleans(),
+        "store": st.booleans(),
+        "tool_choice": st.sampled_from(["auto", "none"]),
+        "parallel_tool_calls": st.booleans(),
+        "include": st.just(["reasoning.encrypted_content"]),
+        "reasoning": st.just({"effort": "low"}),
+        "tools": st.just(
+            [{"type": "function", "name": "bash", "parameters": {"type": "object"}}, {"type": "web_search"}]
+        ),
+    },
+)
 
 
 def _slots(value, out):
@@ -256,13 +400,17 @@ def mutated(draw, base):
     return body
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(case=st.one_of(
-    st.tuples(st.just(OPENAI), mutated(openai_body)),
-    st.tuples(st.sampled_from([ANTHROPIC, "/v1/messages/count_tokens"]), mutated(anthropic_body)),
-    st.tuples(st.just(RESPONSES), mutated(responses_body)),
-    st.tuples(st.sampled_from([OPENAI, ANTHROPIC, RESPONSES]), json_values)))
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    case=st.one_of(
+        st.tuples(st.just(OPENAI), mutated(openai_body)),
+        st.tuples(st.sampled_from([ANTHROPIC, "/v1/messages/count_tokens"]), mutated(anthropic_body)),
+        st.tuples(st.just(RESPONSES), mutated(responses_body)),
+        st.tuples(st.sampled_from([OPENAI, ANTHROPIC, RESPONSES]), json_values),
+    )
+)
 def test_fuzz_json_bodies_never_5xx(served, case):
     harness, cred, http = served
     path, body = case
@@ -272,8 +420,9 @@ def test_fuzz_json_bodies_never_5xx(served, case):
         (anthropic_error if "/messages" in path else openai_error)(r)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(raw=st.binary(max_size=200), path=st.sampled_from([OPENAI, ANTHROPIC, RESPONSES]))
 def test_fuzz_raw_bytes_never_5xx(served, raw, path):
     harness, cred, http = served
@@ -283,13 +432,16 @@ def test_fuzz_raw_bytes_never_5xx(served, raw, path):
 
 def test_lone_surrogates_and_huge_integers(served):
     harness, cred, http = served
-    raw = b'{"model": "\\ud800x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000000000000000000000}'
+    raw = (
+        b'{"model": "\\ud800x", "messages": [{"role": "user", "content": "hi"}], '
+        b'"max_tokens": 100000000000000000000000}'
+    )
     r = http.post(OPENAI, content=raw)
     assert r.status_code == 200 and r.json()["model"] == "\ud800x"
     raw = b'{"messages": [{"role": "user", "content": "bad \\udfff text"}]}'
     r = http.post(OPENAI, content=raw)
     assert r.status_code < 500, r.text
-    r = http.post(ANTHROPIC, content=raw.replace(b"}]}", b"}], \"max_tokens\": 5}"))
+    r = http.post(ANTHROPIC, content=raw.replace(b"}]}", b'}], "max_tokens": 5}'))
     assert r.status_code < 500, r.text
     raw = b'{"model": "\\ud800x", "input": "hi", "max_output_tokens": 100000000000000000000000}'
     r = http.post(RESPONSES, content=raw)

@@ -29,20 +29,96 @@ TRIALS = 6
 PROVOKE = {"@@fail": 502, "@@slow": 504, "@@nolp": 502, "@@junk": 502}
 # The Responses API has no stop strings: a top_p no random draw hits says the same.
 PROVOKE_TOP_P = {"@@fail": 0.0625, "@@slow": 0.125, "@@nolp": 0.1875, "@@junk": 0.25}
-RESPONSES_EXEC = {"type": "function", "name": "bash", "description": "Execute a bash command", "strict": False,
-                  "parameters": BASH_TOOL["function"]["parameters"]}
+RESPONSES_EXEC = {
+    "type": "function",
+    "name": "bash",
+    "description": "Execute a bash command",
+    "strict": False,
+    "parameters": BASH_TOOL["function"]["parameters"],
+}
 APIS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 
-TEXTS = ["hi", "", "Fix the bug.", "<think>", "</think>", "<|im_end|>", "<tool_call>", "\n\n", "naïve café 中文",
-         "\x00", "😀" * 3, "a" * 300, "{\"json\": true}", " ", "\r\n", "'s 'll", "x" * 5000]
-WRONG = [None, True, False, 0, -1, 2**70, 1.5, -1e308, "", "x", "\ud800", [], [None], [1, "a"], {}, {"type": None},
-         {"type": "text"}, {"type": "image"}, {"type": "tool_result", "content": 5}, {"type": {"x": 1}},
-         {"role": "user"}, {"role": "tool", "content": []}, "text", "tool_result", "function", ["text"]]
-BLOCK_TYPES = ["text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result",
-               "server_tool_use", "custom", "function", "image_url", "input_audio", "refusal", "", "TEXT",
-               "input_text", "output_text", "input_image", "input_file", "message", "reasoning", "function_call",
-               "function_call_output", "item_reference", "custom_tool_call", "web_search", "web_search_call",
-               "summary_text", "reasoning_text", "allowed_tools", "json_schema"]
+TEXTS = [
+    "hi",
+    "",
+    "Fix the bug.",
+    "<think>",
+    "</think>",
+    "<|im_end|>",
+    "<tool_call>",
+    "\n\n",
+    "naïve café 中文",
+    "\x00",
+    "😀" * 3,
+    "a" * 300,
+    '{"json": true}',
+    " ",
+    "\r\n",
+    "'s 'll",
+    "x" * 5000,
+]
+WRONG = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**70,
+    1.5,
+    -1e308,
+    "",
+    "x",
+    "\ud800",
+    [],
+    [None],
+    [1, "a"],
+    {},
+    {"type": None},
+    {"type": "text"},
+    {"type": "image"},
+    {"type": "tool_result", "content": 5},
+    {"type": {"x": 1}},
+    {"role": "user"},
+    {"role": "tool", "content": []},
+    "text",
+    "tool_result",
+    "function",
+    ["text"],
+]
+BLOCK_TYPES = [
+    "text",
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "search_result",
+    "server_tool_use",
+    "custom",
+    "function",
+    "image_url",
+    "input_audio",
+    "refusal",
+    "",
+    "TEXT",
+    "input_text",
+    "output_text",
+    "input_image",
+    "input_file",
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "item_reference",
+    "custom_tool_call",
+    "web_search",
+    "web_search_call",
+    "summary_text",
+    "reasoning_text",
+    "allowed_tools",
+    "json_schema",
+]
 
 
 @dataclass
@@ -60,6 +136,7 @@ class Case:
 
 # -- bodies ----------------------------------------------------------------------------------------
 
+
 def _text(rng):
     return rng.choice(TEXTS)
 
@@ -74,16 +151,35 @@ def _openai_body(rng) -> dict:
         else:
             messages.append({"role": "user", "content": _text(rng)})
         if turn and rng.random() < 0.7:
-            call = {"id": f"call_{turn}", "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps({"command": _text(rng)})}}
-            messages.insert(-1, {"role": "assistant", "content": rng.choice([None, _text(rng)]), "tool_calls": [call],
-                                 **({"reasoning_content": _text(rng)} if rng.random() < 0.3 else {})})
+            call = {
+                "id": f"call_{turn}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": _text(rng)})},
+            }
+            messages.insert(
+                -1,
+                {
+                    "role": "assistant",
+                    "content": rng.choice([None, _text(rng)]),
+                    "tool_calls": [call],
+                    **({"reasoning_content": _text(rng)} if rng.random() < 0.3 else {}),
+                },
+            )
             messages.insert(-1, {"role": "tool", "tool_call_id": f"call_{turn}", "content": _text(rng)})
     body = {"model": "policy", "messages": messages}
-    optional = {"max_tokens": rng.randint(1, 64), "temperature": rng.uniform(0, 2), "top_p": rng.uniform(0.01, 1),
-                "stop": [_text(rng) or "z"], "seed": rng.randint(0, 2**31), "tools": [BASH_TOOL], "n": 1,
-                "stream_options": {"include_usage": True}, "user": "u", "tool_choice": "auto",
-                "max_completion_tokens": rng.randint(1, 64)}
+    optional = {
+        "max_tokens": rng.randint(1, 64),
+        "temperature": rng.uniform(0, 2),
+        "top_p": rng.uniform(0.01, 1),
+        "stop": [_text(rng) or "z"],
+        "seed": rng.randint(0, 2**31),
+        "tools": [BASH_TOOL],
+        "n": 1,
+        "stream_options": {"include_usage": True},
+        "user": "u",
+        "tool_choice": "auto",
+        "max_completion_tokens": rng.randint(1, 64),
+    }
     for key in rng.sample(sorted(optional), rng.randint(0, len(optional))):
         body[key] = optional[key]
     return body
@@ -98,8 +194,11 @@ def _anthropic_body(rng) -> dict:
             if rng.random() < 0.4:
                 assistant.insert(0, {"type": "thinking", "thinking": _text(rng), "signature": ""})
             messages.append({"role": "assistant", "content": assistant})
-            result = {"type": "tool_result", "tool_use_id": use_id,
-                      "content": rng.choice([_text(rng), [{"type": "text", "text": _text(rng)}]])}
+            result = {
+                "type": "tool_result",
+                "tool_use_id": use_id,
+                "content": rng.choice([_text(rng), [{"type": "text", "text": _text(rng)}]]),
+            }
             if rng.random() < 0.3:
                 result["is_error"] = rng.random() < 0.5
             messages.append({"role": "user", "content": [result, {"type": "text", "text": _text(rng)}]})
@@ -107,11 +206,18 @@ def _anthropic_body(rng) -> dict:
             content = rng.choice([_text(rng), [{"type": "text", "text": _text(rng)}]])
             messages.append({"role": "user", "content": content})
     body = {"model": "policy", "max_tokens": rng.randint(1, 64), "messages": messages}
-    optional = {"system": rng.choice([_text(rng), [{"type": "text", "text": _text(rng),
-                                                   "cache_control": {"type": "ephemeral"}}]]),
-                "temperature": rng.uniform(0, 1), "top_k": rng.randint(0, 50), "top_p": rng.uniform(0.01, 1),
-                "stop_sequences": [_text(rng) or "z"], "tools": [ANTHROPIC_BASH], "metadata": {"user_id": "u"},
-                "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    optional = {
+        "system": rng.choice(
+            [_text(rng), [{"type": "text", "text": _text(rng), "cache_control": {"type": "ephemeral"}}]]
+        ),
+        "temperature": rng.uniform(0, 1),
+        "top_k": rng.randint(0, 50),
+        "top_p": rng.uniform(0.01, 1),
+        "stop_sequences": [_text(rng) or "z"],
+        "tools": [ANTHROPIC_BASH],
+        "metadata": {"user_id": "u"},
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
     for key in rng.sample(sorted(optional), rng.randint(0, len(optional))):
         body[key] = optional[key]
     return body
@@ -123,31 +229,72 @@ def _responses_body(rng) -> dict:
     else:
         items = []
         if rng.random() < 0.5:
-            items.append({"type": "message", "role": rng.choice(["developer", "system"]),
-                          "content": [{"type": "input_text", "text": _text(rng)}]})
+            items.append(
+                {
+                    "type": "message",
+                    "role": rng.choice(["developer", "system"]),
+                    "content": [{"type": "input_text", "text": _text(rng)}],
+                }
+            )
         for turn in range(rng.randint(1, 3)):
             if turn and rng.random() < 0.7:
                 call_id = f"call_{turn}"
                 if rng.random() < 0.4:
-                    items.append({"type": "reasoning", "id": f"rs_{turn}", "encrypted_content": None,
-                                  "summary": [{"type": "summary_text", "text": _text(rng)}]})
+                    items.append(
+                        {
+                            "type": "reasoning",
+                            "id": f"rs_{turn}",
+                            "encrypted_content": None,
+                            "summary": [{"type": "summary_text", "text": _text(rng)}],
+                        }
+                    )
                 if rng.random() < 0.3:
-                    items.append({"type": "message", "role": "assistant",
-                                  "content": [{"type": "output_text", "text": _text(rng)}]})
-                items.append({"type": "function_call", "call_id": call_id, "name": "bash",
-                              "arguments": json.dumps({"command": _text(rng)})})
-                items.append({"type": "function_call_output", "call_id": call_id,
-                              "output": rng.choice([_text(rng), [{"type": "input_text", "text": _text(rng)}]])})
+                    items.append(
+                        {
+                            "type": "message",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": _text(rng)}],
+                        }
+                    )
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call_id,
+                        "name": "bash",
+                        "arguments": json.dumps({"command": _text(rng)}),
+                    }
+                )
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": call_id,
+                        "output": rng.choice([_text(rng), [{"type": "input_text", "text": _text(rng)}]]),
+                    }
+                )
             content = rng.choice([_text(rng), [{"type": "input_text", "text": _text(rng)}]])
-            items.append({"type": "message", "role": "user", "content": content} if rng.random() < 0.7
-                         else {"role": "user", "content": content})
+            items.append(
+                {"type": "message", "role": "user", "content": content}
+                if rng.random() < 0.7
+                else {"role": "user", "content": content}
+            )
         body = {"model": "policy", "input": items}
-    optional = {"instructions": _text(rng), "max_output_tokens": rng.randint(1, 64), "temperature": rng.uniform(0, 2),
-                "top_p": rng.uniform(0.01, 1), "tools": [RESPONSES_EXEC, {"type": "web_search"}],
-                "tool_choice": rng.choice(["auto", "none"]), "parallel_tool_calls": rng.random() < 0.5,
-                "reasoning": {"effort": "medium", "summary": "auto"}, "store": rng.random() < 0.5,
-                "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k", "metadata": {"a": "b"},
-                "text": {"format": {"type": "text"}}, "truncation": "disabled", "user": "u"}
+    optional = {
+        "instructions": _text(rng),
+        "max_output_tokens": rng.randint(1, 64),
+        "temperature": rng.uniform(0, 2),
+        "top_p": rng.uniform(0.01, 1),
+        "tools": [RESPONSES_EXEC, {"type": "web_search"}],
+        "tool_choice": rng.choice(["auto", "none"]),
+        "parallel_tool_calls": rng.random() < 0.5,
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "store": rng.random() < 0.5,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "k",
+        "metadata": {"a": "b"},
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "user": "u",
+    }
     for key in rng.sample(sorted(optional), rng.randint(0, len(optional))):
         body[key] = optional[key]
     return body
@@ -202,6 +349,7 @@ def _provoke(rng, body, api) -> set:
 
 # -- requests ----------------------------------------------------------------------------------------
 
+
 def _encode(rng, data: bytes, headers: dict) -> tuple[bytes, int | None]:
     """Maybe a Content-Encoding; returns the data and the status it must get (None: the body's own)."""
     roll = rng.random()
@@ -251,9 +399,21 @@ def make_case(index: int, keys: list[str]) -> tuple[Case, int | None]:
     elif roll < 0.78:
         data = json.dumps(_mutate(rng, body)).encode()
     elif roll < 0.84:
-        data = rng.choice([b"", b"{", b"[]", b"null", b'"x"', b"\xff\xfe\x00", b'{"messages": NaN}', b"1e999",
-                           b"[" * 5000 + b"]" * 5000, json.dumps(body).encode()[: rng.randrange(1, 40)],
-                           bytes(rng.randrange(256) for _ in range(64))])
+        data = rng.choice(
+            [
+                b"",
+                b"{",
+                b"[]",
+                b"null",
+                b'"x"',
+                b"\xff\xfe\x00",
+                b'{"messages": NaN}',
+                b"1e999",
+                b"[" * 5000 + b"]" * 5000,
+                json.dumps(body).encode()[: rng.randrange(1, 40)],
+                bytes(rng.randrange(256) for _ in range(64)),
+            ]
+        )
     elif roll < 0.88:
         path = "/v1/messages/count_tokens"
         api = "anthropic"
@@ -263,10 +423,17 @@ def make_case(index: int, keys: list[str]) -> tuple[Case, int | None]:
         return case, None
     elif roll < 0.95:  # wrong credentials
         data = json.dumps(body).encode()
-        headers = rng.choice([{}, {"Authorization": f"Bearer {keys[(trial + 1) % TRIALS]}"},
-                              {"Authorization": f"Basic {keys[trial]}"}, {"Authorization": "Bearer"},
-                              {"x-api-key": ""}, {"Authorization": f"Bearer {keys[trial]}x"},
-                              {"x-api-key": keys[trial].upper()}])
+        headers = rng.choice(
+            [
+                {},
+                {"Authorization": f"Bearer {keys[(trial + 1) % TRIALS]}"},
+                {"Authorization": f"Basic {keys[trial]}"},
+                {"Authorization": "Bearer"},
+                {"x-api-key": ""},
+                {"Authorization": f"Bearer {keys[trial]}x"},
+                {"x-api-key": keys[trial].upper()},
+            ]
+        )
         expect = 401
     else:  # wrong method, route or trial
         data = json.dumps(body).encode()
@@ -280,8 +447,15 @@ def make_case(index: int, keys: list[str]) -> tuple[Case, int | None]:
         case = Case(index, "POST", path, trial, headers, data, api, url=f"/t/no-such-trial{path}")
         return case, 401
     if rng.random() < 0.15:
-        headers["Content-Type"] = rng.choice(["text/plain", "application/x-www-form-urlencoded", "",
-                                              "multipart/form-data; boundary=x", "application/json; charset=latin-1"])
+        headers["Content-Type"] = rng.choice(
+            [
+                "text/plain",
+                "application/x-www-form-urlencoded",
+                "",
+                "multipart/form-data; boundary=x",
+                "application/json; charset=latin-1",
+            ]
+        )
     if rng.random() < 0.05:
         headers["Accept"] = rng.choice(["text/html", "*/*", "application/xml"])
     if rng.random() < 0.05:
@@ -293,6 +467,7 @@ def make_case(index: int, keys: list[str]) -> tuple[Case, int | None]:
 
 
 # -- checks --------------------------------------------------------------------------------------------
+
 
 def _error_shape_ok(api: str, body) -> bool:
     if not isinstance(body, dict):
@@ -317,8 +492,11 @@ def check(case: Case, expect: int | None, status: int, headers, raw: bytes) -> s
 def _check(case: Case, expect: int | None, status: int, headers, raw: bytes) -> str | None:
     # The error shape follows the route, or the anthropic-version header where the route says nothing.
     route = case.url or case.path
-    shape = "anthropic" if "/v1/messages" in route or ("/v1/responses" not in route
-                                                       and "anthropic-version" in case.headers) else "openai"
+    shape = (
+        "anthropic"
+        if "/v1/messages" in route or ("/v1/responses" not in route and "anthropic-version" in case.headers)
+        else "openai"
+    )
     if status >= 500 and status not in case.allowed:
         return f"unprovoked {status}: {raw[:300]!r}"
     if expect is not None and status != expect:
@@ -351,8 +529,9 @@ def _check(case: Case, expect: int | None, status: int, headers, raw: bytes) -> 
             return f"unprovoked server error in the stream: {data[:200]!r}"
         return None
     body = json.loads(raw)
-    if case.path == APIS["responses"] and (body.get("object") != "response"
-                                           or body.get("status") not in ("completed", "incomplete")):
+    if case.path == APIS["responses"] and (
+        body.get("object") != "response" or body.get("status") not in ("completed", "incomplete")
+    ):
         return f"not a finished response object: {raw[:200]!r}"
     return None
 
@@ -397,14 +576,19 @@ def _check_responses_stream(case: Case, raw: bytes) -> str | None:
 
 # -- the test --------------------------------------------------------------------------------------------
 
+
 def _sampler(renderer) -> tuple[ScriptedSampler, list]:
     end = renderer.get_stop_sequences()[0]
-    answers = [Scripted(tokens=reply_tokens(renderer, text_reply("ok"))),
-               Scripted(tokens=reply_tokens(renderer, tool_reply("ls -la", thinking="look")))]
-    outcomes = {"@@fail": Scripted(error=RuntimeError("injected gateway failure")),
-                "@@slow": Scripted(tokens=answers[0].tokens, delay=5),
-                "@@nolp": Scripted(tokens=answers[0].tokens, omit_logprobs=True),
-                "@@junk": Scripted(tokens=[9707, end, 9707, end])}
+    answers = [
+        Scripted(tokens=reply_tokens(renderer, text_reply("ok"))),
+        Scripted(tokens=reply_tokens(renderer, tool_reply("ls -la", thinking="look"))),
+    ]
+    outcomes = {
+        "@@fail": Scripted(error=RuntimeError("injected gateway failure")),
+        "@@slow": Scripted(tokens=answers[0].tokens, delay=5),
+        "@@nolp": Scripted(tokens=answers[0].tokens, omit_logprobs=True),
+        "@@junk": Scripted(tokens=[9707, end, 9707, end]),
+    }
     provoked = []
 
     by_top_p = {top_p: marker for marker, top_p in PROVOKE_TOP_P.items()}
@@ -427,8 +611,14 @@ async def test_fuzz_ten_thousand_requests(renderer, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     sampler, provoked = _sampler(renderer)
     reported = []
-    h = make_harness(renderer, tmp_path / "capture", sampler=sampler, default_max_tokens=64, sample_timeout_s=0.2,
-                     on_sampler_error=lambda trial, exc: reported.append(type(exc)))
+    h = make_harness(
+        renderer,
+        tmp_path / "capture",
+        sampler=sampler,
+        default_max_tokens=64,
+        sample_timeout_s=0.2,
+        on_sampler_error=lambda trial, exc: reported.append(type(exc)),
+    )
     await h.proxy.start()
     creds = [h.proxy.register_trial(f"trial-{i}") for i in range(TRIALS)]
     keys = [c.api_key for c in creds]
@@ -451,7 +641,7 @@ async def test_fuzz_ten_thousand_requests(renderer, tmp_path, caplog):
                     async with session.request(case.method, url, data=case.data, headers=case.headers) as r:
                         raw = await r.read()
                         status, headers = r.status, r.headers
-                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, aiohttp.ClientError) as exc:
                     failures.append(f"#{index}: connection broke: {type(exc).__name__}: {exc}")
                     continue
                 statuses[status] = statuses.get(status, 0) + 1
@@ -476,13 +666,17 @@ async def test_fuzz_ten_thousand_requests(renderer, tmp_path, caplog):
     for status in (400, 401, 404, 405, 415, 502, 504):
         assert statuses.get(status, 0) > 5, (status, statuses)
     for api in APIS:  # each API answered, streamed and refused often
-        assert min(per_api.get((api, 200, False), 0), per_api.get((api, 200, True), 0),
-                   per_api.get((api, 400, False), 0)) > 300, (api, per_api)
+        assert (
+            min(per_api.get((api, 200, False), 0), per_api.get((api, 200, True), 0), per_api.get((api, 400, False), 0))
+            > 300
+        ), (api, per_api)
     # Sampler failures (raised or timed out) are counted, reported, and nothing else is.
     stats = [h.proxy.stats(c.trial_id) for c in creds]
     sampler_failures = sum(provoked.count(m) for m in ("@@fail", "@@slow"))
     assert sampler_failures > 20
     assert sum(s.sampler_failed for s in stats) == sampler_failures == len(reported)
     assert set(reported) == {RuntimeError, TimeoutError}
-    print(f"\nfuzz: {REQUESTS} requests in {elapsed:.1f} s; statuses {dict(sorted(statuses.items()))}; "
-          f"{streamed} streamed; provoked {len(provoked)}; per API {dict(sorted(per_api.items()))}")
+    print(
+        f"\nfuzz: {REQUESTS} requests in {elapsed:.1f} s; statuses {dict(sorted(statuses.items()))}; "
+        f"{streamed} streamed; provoked {len(provoked)}; per API {dict(sorted(per_api.items()))}"
+    )

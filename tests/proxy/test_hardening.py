@@ -51,6 +51,7 @@ async def session():
 
 # -- 1. content encodings --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", [OPENAI, ANTHROPIC, RESPONSES])
 async def test_content_encodings_are_decoded_or_refused_in_the_api_shape(harness, session, path):
     h = await harness()
@@ -58,20 +59,24 @@ async def test_content_encodings_are_decoded_or_refused_in_the_api_shape(harness
     raw = json.dumps(hi(path)).encode()
     raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     raw_deflate = raw_deflate.compress(raw) + raw_deflate.flush()
-    accepted = [({"Content-Encoding": "gzip"}, gzip.compress(raw)),
-                ({"Content-Encoding": "GZip"}, gzip.compress(raw[:10]) + gzip.compress(raw[10:])),  # two members
-                ({"Content-Encoding": "deflate"}, zlib.compress(raw)),
-                ({"Content-Encoding": "deflate"}, raw_deflate),
-                ({"Content-Encoding": "identity"}, raw),
-                ({"Content-Encoding": "gzip, deflate"}, zlib.compress(gzip.compress(raw)))]
-    refused = [({"Content-Encoding": "gzip"}, raw, 400),  # a plain body that says gzip
-               ({"Content-Encoding": "deflate"}, raw, 400),
-               ({"Content-Encoding": "gzip"}, gzip.compress(raw)[:-6], 400),  # truncated
-               ({"Content-Encoding": "gzip"}, gzip.compress(raw) + b"junk", 400),
-               ({"Content-Encoding": "br"}, raw, 415),
-               ({"Content-Encoding": "zstd"}, raw, 415),
-               ({"Content-Encoding": "gzip, gzip, gzip, gzip, gzip"}, raw, 415),
-               ({"Content-Encoding": "gzip"}, gzip.compress(b" " * (17 * 1024 * 1024)), 413)]  # a bomb
+    accepted = [
+        ({"Content-Encoding": "gzip"}, gzip.compress(raw)),
+        ({"Content-Encoding": "GZip"}, gzip.compress(raw[:10]) + gzip.compress(raw[10:])),  # two members
+        ({"Content-Encoding": "deflate"}, zlib.compress(raw)),
+        ({"Content-Encoding": "deflate"}, raw_deflate),
+        ({"Content-Encoding": "identity"}, raw),
+        ({"Content-Encoding": "gzip, deflate"}, zlib.compress(gzip.compress(raw))),
+    ]
+    refused = [
+        ({"Content-Encoding": "gzip"}, raw, 400),  # a plain body that says gzip
+        ({"Content-Encoding": "deflate"}, raw, 400),
+        ({"Content-Encoding": "gzip"}, gzip.compress(raw)[:-6], 400),  # truncated
+        ({"Content-Encoding": "gzip"}, gzip.compress(raw) + b"junk", 400),
+        ({"Content-Encoding": "br"}, raw, 415),
+        ({"Content-Encoding": "zstd"}, raw, 415),
+        ({"Content-Encoding": "gzip, gzip, gzip, gzip, gzip"}, raw, 415),
+        ({"Content-Encoding": "gzip"}, gzip.compress(b" " * (17 * 1024 * 1024)), 413),
+    ]  # a bomb
     for headers, data, status in refused:
         code, got_headers, body = await post(session, cred, path, data, headers)
         assert code == status, (headers, body[:200])
@@ -93,11 +98,13 @@ async def test_requests_that_are_not_http_are_refused_without_a_traceback(harnes
     h = await harness()
     cred = h.proxy.register_trial("t")
     path = "/t/t/v1/chat/completions"
-    for raw in [b"GARBAGE\r\n\r\n",
-                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello".encode(),
-                f"POST {path} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 9000}\r\n\r\n".encode(),
-                f"POST {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhi\r\n0\r\n\r\n".encode(),
-                f"GET {path} HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n".encode()]:
+    for raw in [
+        b"GARBAGE\r\n\r\n",
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello".encode(),
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 9000}\r\n\r\n".encode(),
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhi\r\n0\r\n\r\n".encode(),
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n".encode(),
+    ]:
         reader, writer = await asyncio.open_connection("127.0.0.1", h.proxy.port)
         writer.write(raw)
         await writer.drain()
@@ -126,32 +133,47 @@ async def test_anthropic_tool_result_fields_of_the_wrong_type_are_400(harness, s
         block["content"][0]["text"] = value
     else:
         block[field] = value
-    body = {**HI, "messages": [
-        {"role": "user", "content": "run it"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}]},
-        {"role": "user", "content": [block]}]}
+    body = {
+        **HI,
+        "messages": [
+            {"role": "user", "content": "run it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [block]},
+        ],
+    }
     code, _, raw = await post(session, cred, ANTHROPIC, json.dumps(body).encode())
-    valid = (field in ("content", "tool_use_id", "is_error") and value is None) \
-        or (field == "content" and value == []) or (field == "is_error" and value is True)
+    valid = (
+        (field in ("content", "tool_use_id", "is_error") and value is None)
+        or (field == "content" and value == [])
+        or (field == "is_error" and value is True)
+    )
     assert code == (200 if valid else 400), raw[:300]
     if code == 400:
         assert assert_error_shape(ANTHROPIC, json.loads(raw))["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize("path, body", [
-    (ANTHROPIC, {**HI, "tools": [{"name": "bash", "input_schema": {"type": "object", "properties": 5}}]}),
-    (ANTHROPIC, {**HI, "tools": [{"name": "bash", "input_schema": {"properties": {"x": []}}}]}),
-    (OPENAI, {**HI, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"properties": "x"}}}]}),
-    (OPENAI, {**HI, "messages": [{"role": "user", "content": [{"type": {"x": 1}, "text": "hi"}]}]}),
-    (ANTHROPIC, {**HI, "system": [{"type": ["text"], "text": "x"}]}),
-    (ANTHROPIC, {**HI, "tools": [{"type": ["custom"], "name": "bash"}]}),
-    (RESPONSES, {**HI_RESPONSES, "tools": [{"type": "function", "name": "f", "parameters": {"properties": "x"}}]}),
-    (RESPONSES, {**HI_RESPONSES, "input": [{"role": "user", "content": [{"type": {"x": 1}, "text": "hi"}]}]}),
-    (RESPONSES, {**HI_RESPONSES, "input": [{"type": "reasoning", "summary": {"text": "x"}}, {"role": "user",
-                                                                                           "content": "hi"}]}),
-    (RESPONSES, {**HI_RESPONSES, "input": [{"type": ["message"], "role": "user", "content": "hi"}]}),
-    (RESPONSES, {**HI_RESPONSES, "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": "all"}}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        (ANTHROPIC, {**HI, "tools": [{"name": "bash", "input_schema": {"type": "object", "properties": 5}}]}),
+        (ANTHROPIC, {**HI, "tools": [{"name": "bash", "input_schema": {"properties": {"x": []}}}]}),
+        (OPENAI, {**HI, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"properties": "x"}}}]}),
+        (OPENAI, {**HI, "messages": [{"role": "user", "content": [{"type": {"x": 1}, "text": "hi"}]}]}),
+        (ANTHROPIC, {**HI, "system": [{"type": ["text"], "text": "x"}]}),
+        (ANTHROPIC, {**HI, "tools": [{"type": ["custom"], "name": "bash"}]}),
+        (RESPONSES, {**HI_RESPONSES, "tools": [{"type": "function", "name": "f", "parameters": {"properties": "x"}}]}),
+        (RESPONSES, {**HI_RESPONSES, "input": [{"role": "user", "content": [{"type": {"x": 1}, "text": "hi"}]}]}),
+        (
+            RESPONSES,
+            {
+                **HI_RESPONSES,
+                "input": [{"type": "reasoning", "summary": {"text": "x"}}, {"role": "user", "content": "hi"}],
+            },
+        ),
+        (RESPONSES, {**HI_RESPONSES, "input": [{"type": ["message"], "role": "user", "content": "hi"}]}),
+        (RESPONSES, {**HI_RESPONSES, "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": "all"}}),
+    ],
+)
 async def test_malformed_fields_anywhere_are_4xx_without_a_traceback(harness, session, caplog, path, body):
     caplog.set_level(logging.INFO)
     h = await harness()
@@ -164,6 +186,7 @@ async def test_malformed_fields_anywhere_are_4xx_without_a_traceback(harness, se
 
 
 # -- 3. errors after the SSE headers ------------------------------------------------------------------
+
 
 def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
     events = []
@@ -182,7 +205,8 @@ def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
 @pytest.mark.parametrize("path", [OPENAI, ANTHROPIC, RESPONSES])
 @pytest.mark.parametrize("failure", ["sampler", "bug"])
 async def test_an_error_after_sse_headers_ends_the_stream_with_the_apis_error_event(
-        harness, session, monkeypatch, caplog, path, failure):
+    harness, session, monkeypatch, caplog, path, failure
+):
     from tbconsole.proxy import anthropic_api, openai_api, responses_api
 
     h = await harness()
@@ -190,8 +214,10 @@ async def test_an_error_after_sse_headers_ends_the_stream_with_the_apis_error_ev
     if failure == "sampler":
         h.sampler.add(Scripted(error=RuntimeError("gateway down")))
     else:  # an unexpected exception while answering: a bug, which must still not break the stream
+
         def broken(*args, **kwargs):
             raise KeyError("boom")
+
         target = {ANTHROPIC: anthropic_api, OPENAI: openai_api, RESPONSES: responses_api.Answer}[path]
         monkeypatch.setattr(target, "stream_events", broken)
     code, headers, raw = await post(session, cred, path, json.dumps({**hi(path), "stream": True}).encode())
@@ -280,6 +306,7 @@ async def test_a_lone_surrogate_echoed_into_a_stream_is_escaped(harness, session
 
 # -- 5. per-trial keys ----------------------------------------------------------------------------------
 
+
 async def test_each_trial_has_its_own_key(harness, session, caplog, tmp_path):
     caplog.set_level(logging.DEBUG)
     h = await harness()
@@ -300,13 +327,21 @@ async def test_each_trial_has_its_own_key(harness, session, caplog, tmp_path):
     assert sorted(e.trial for e in h.kinds("proxy.request") if e.status == 200) == ["g-t0"] * 6 + ["g-t1"] * 6
     assert len(h.proxy.turns("g-t0")) == len(h.proxy.turns("g-t1")) == 6
     captures = "".join(p.read_text() for p in h.proxy.capture_dir.rglob("*") if p.is_file())
-    texts = [captures, caplog.text, repr(h.proxy), repr(h.proxy._keys), repr(a), repr(h.proxy.stats("g-t0")),
-             "".join(repr(e) for e in h.events)]
+    texts = [
+        captures,
+        caplog.text,
+        repr(h.proxy),
+        repr(h.proxy._keys),
+        repr(a),
+        repr(h.proxy.stats("g-t0")),
+        "".join(repr(e) for e in h.events),
+    ]
     for text in texts:
         assert a.api_key not in text and b.api_key not in text
 
 
 # -- 6. sampler failures ---------------------------------------------------------------------------------
+
 
 async def test_sampler_failures_are_counted_and_reported(harness, session, caplog):
     caplog.set_level(logging.DEBUG)

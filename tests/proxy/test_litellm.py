@@ -32,8 +32,10 @@ async def test_mini_swe_agent_query_with_tool_call(harness, mswea):
     h.sampler.add(tool_reply("echo done"))
     cred = h.proxy.register_trial("mswea-1", context_window=65536, temperature=0.8)
     model = mswea(cred)
-    messages = [{"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": "Solve the task."}]
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Solve the task."},
+    ]
     message = await asyncio.to_thread(model.query, messages)
     assert message["extra"]["actions"][0]["command"] == "ls -la /app"
     # mini-swe-agent appends the assistant message and the tool observation, then asks again.

@@ -22,16 +22,57 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _texts() -> dict[str, str]:
     rng = random.Random(7)
-    words = ["the", "Cat's", "DON'T", "naïve", "cafe\u0301", "中文", "日本語です", "Ωmega", "x1", "42", "3.14",
-             "foo_bar", "CamelCase", "ÉCOLE", "it’s", "👍🏽", "\u0915\u094d\u0937", "ß"]
-    seps = [" ", "  ", ", ", ". ", "\n", "\n\n", "\t", " - ", "(", ")", "'", '"', "/", "\r\n", "…", "，", "。",
-            "\n    ", " \n", "'s ", "\u00a0"]
+    words = [
+        "the",
+        "Cat's",
+        "DON'T",
+        "naïve",
+        "cafe\u0301",
+        "中文",
+        "日本語です",
+        "Ωmega",
+        "x1",
+        "42",
+        "3.14",
+        "foo_bar",
+        "CamelCase",
+        "ÉCOLE",
+        "it’s",
+        "👍🏽",
+        "\u0915\u094d\u0937",
+        "ß",
+    ]
+    seps = [
+        " ",
+        "  ",
+        ", ",
+        ". ",
+        "\n",
+        "\n\n",
+        "\t",
+        " - ",
+        "(",
+        ")",
+        "'",
+        '"',
+        "/",
+        "\r\n",
+        "…",
+        "，",
+        "。",
+        "\n    ",
+        " \n",
+        "'s ",
+        "\u00a0",
+    ]
     source = "".join(p.read_text() for p in sorted((REPO / "tbconsole" / "proxy").glob("*.py")))
     prose = "".join(rng.choice(words) + rng.choice(seps) for _ in range(30000))
-    data = json.dumps([{"id": i, "name": rng.choice(words), "v": [rng.random(), None, True]} for i in range(3000)],
-                      ensure_ascii=False)
-    log_lines = "".join(f"2026-05-{i % 28 + 1:02d} INFO worker[{i}]: processed {i * 7} items in {i / 3:.2f}s\n"
-                        for i in range(4000))
+    data = json.dumps(
+        [{"id": i, "name": rng.choice(words), "v": [rng.random(), None, True]} for i in range(3000)], ensure_ascii=False
+    )
+    log_lines = "".join(
+        f"2026-05-{i % 28 + 1:02d} INFO worker[{i}]: processed {i * 7} items in {i / 3:.2f}s\n" for i in range(4000)
+    )
     return {"source": source, "prose": prose, "json": data, "log": log_lines}
 
 
@@ -72,8 +113,9 @@ def test_long_runs_of_one_character_class_encode(tokenizer, char):
 
 def _post(session, cred, content: str):
     body = {"model": "policy", "max_tokens": 8, "messages": [{"role": "user", "content": content}]}
-    return session.post(cred.openai_base_url + "/chat/completions", json=body,
-                        headers={"Authorization": f"Bearer {cred.api_key}"})
+    return session.post(
+        cred.openai_base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {cred.api_key}"}
+    )
 
 
 async def test_a_multi_megabyte_prompt_with_a_long_run_renders(harness):
@@ -113,6 +155,7 @@ async def test_other_trials_are_answered_while_a_long_prompt_renders(tokenizer, 
     try:
         big, small = h.proxy.register_trial("big"), h.proxy.register_trial("small")
         async with aiohttp.ClientSession() as session:
+
             async def call(cred, content):
                 async with _post(session, cred, content) as r:
                     return r.status, await r.json()
@@ -152,8 +195,9 @@ async def test_the_event_loop_keeps_running_during_a_real_long_render(harness):
     async with aiohttp.ClientSession() as session:
         body = json.dumps({"model": "policy", "messages": [{"role": "user", "content": content}]}).encode()
         t0 = time.perf_counter()
-        async with session.post(cred.openai_base_url + "/chat/completions", data=body,
-                                headers={"Authorization": f"Bearer {cred.api_key}"}) as r:
+        async with session.post(
+            cred.openai_base_url + "/chat/completions", data=body, headers={"Authorization": f"Bearer {cred.api_key}"}
+        ) as r:
             assert r.status == 200
         elapsed = time.perf_counter() - t0
     done.set()

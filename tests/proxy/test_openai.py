@@ -37,8 +37,15 @@ async def test_tool_call_round_trip_non_streaming(harness, renderer):
     api = client(cred)
     messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix the bug."}]
 
-    res = await api.chat.completions.create(model="policy", messages=messages, tools=[BASH_TOOL], user="u1",
-                                            metadata={"k": "v"}, store=False, parallel_tool_calls=False)
+    res = await api.chat.completions.create(
+        model="policy",
+        messages=messages,
+        tools=[BASH_TOOL],
+        user="u1",
+        metadata={"k": "v"},
+        store=False,
+        parallel_tool_calls=False,
+    )
     choice = res.choices[0]
     assert choice.finish_reason == "tool_calls"
     call = choice.message.tool_calls[0]
@@ -56,12 +63,19 @@ async def test_tool_call_round_trip_non_streaming(harness, renderer):
 
     # The capture: exactly what the renderer renders, and exactly what the policy sampled.
     expected_first = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "You are an agent.") + [
-        Message(role="user", content="Fix the bug.")]
+        Message(role="user", content="Fix the bug.")
+    ]
     expected_second = expected_first + [
-        Message(role="assistant", content=[{"type": "thinking", "thinking": "Look around first."},
-                                           {"type": "text", "text": choice.message.content}],
-                tool_calls=[ToolCall(id=call.id, function=ToolCall.FunctionBody(name="bash",
-                                                                              arguments=call.function.arguments))]),
+        Message(
+            role="assistant",
+            content=[
+                {"type": "thinking", "thinking": "Look around first."},
+                {"type": "text", "text": choice.message.content},
+            ],
+            tool_calls=[
+                ToolCall(id=call.id, function=ToolCall.FunctionBody(name="bash", arguments=call.function.arguments))
+            ],
+        ),
         Message(role="tool", content="file_a\nfile_b", tool_call_id=call.id),
     ]
     turns = h.proxy.turns("trial-a")
@@ -77,7 +91,9 @@ async def test_tool_call_round_trip_non_streaming(harness, renderer):
     assert not h.proxy.lost("trial-a")
     events = h.kinds("proxy.request")
     assert [(e.status, e.captured, e.turn, e.api, e.stream) for e in events] == [
-        (200, True, 0, "openai", False), (200, True, 1, "openai", False)]
+        (200, True, 0, "openai", False),
+        (200, True, 1, "openai", False),
+    ]
 
 
 async def test_streaming_with_tools(harness):
@@ -85,8 +101,12 @@ async def test_streaming_with_tools(harness):
     h.sampler.add(tool_reply("cat README.md", thinking="Read it."))
     cred = h.proxy.register_trial("trial-s")
     stream = await client(cred).chat.completions.create(
-        model="policy", messages=[{"role": "user", "content": "go"}], tools=[BASH_TOOL], stream=True,
-        stream_options={"include_usage": True})
+        model="policy",
+        messages=[{"role": "user", "content": "go"}],
+        tools=[BASH_TOOL],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     reasoning, content, calls, finish, usage = "", "", {}, None, None
     async for chunk in stream:
         if chunk.usage is not None:
@@ -114,8 +134,13 @@ async def test_length_stop_and_sampling_parameters(harness, renderer):
     h.sampler.truncated(text_reply("word " * 50), keep=10)
     cred = h.proxy.register_trial("trial-l", temperature=0.8)
     res = await client(cred).chat.completions.create(
-        model="policy", messages=[{"role": "user", "content": "talk"}], max_tokens=4096, temperature=0.1,
-        top_p=0.9, seed=7)
+        model="policy",
+        messages=[{"role": "user", "content": "talk"}],
+        max_tokens=4096,
+        temperature=0.1,
+        top_p=0.9,
+        seed=7,
+    )
     assert res.choices[0].finish_reason == "length"
     params = h.sampler.calls[0].sampling_params
     assert params.max_tokens == 64  # min(request, default)
@@ -124,8 +149,9 @@ async def test_length_stop_and_sampling_parameters(harness, renderer):
     assert params.stop == renderer.get_stop_sequences()
     assert h.proxy.turns("trial-l")[0].stop_reason == "length"
 
-    await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}],
-                                               max_completion_tokens=16, stop=["END"])
+    await client(cred).chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "x"}], max_completion_tokens=16, stop=["END"]
+    )
     params = h.sampler.calls[1].sampling_params
     assert params.max_tokens == 16
     assert params.stop == ["<|im_end|>", "END"]
@@ -142,7 +168,9 @@ async def test_context_window_refused_before_sampling(harness):
     h = await harness(default_max_tokens=100)
     cred = h.proxy.register_trial("trial-c", context_window=120)
     with pytest.raises(openai.BadRequestError) as info:
-        await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "hello " * 40}])
+        await client(cred).chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "hello " * 40}]
+        )
     assert info.value.code == "context_length_exceeded"
     assert "maximum context length is 120 tokens" in info.value.message
     assert h.sampler.calls == []
@@ -151,8 +179,9 @@ async def test_context_window_refused_before_sampling(harness):
     assert event.status == 400 and not event.captured and "context length" in event.error
     assert h.proxy.stats("trial-c").context_refused == 1
     # A short prompt fits: prompt + min(default, window) <= window.
-    res = await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}],
-                                                     max_tokens=10)
+    res = await client(cred).chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "hi"}], max_tokens=10
+    )
     assert res.choices[0].message.content == "ok"
 
 
@@ -166,8 +195,9 @@ async def test_sampler_failure_is_a_server_error_and_captures_nothing(harness):
     with pytest.raises(openai.InternalServerError):
         await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}])
     with pytest.raises(openai.APIError):
-        stream = await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}],
-                                                            stream=True)
+        stream = await client(cred).chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "x"}], stream=True
+        )
         async for _ in stream:
             pass
     assert h.proxy.turns("trial-f") == [] and not h.proxy.lost("trial-f")
@@ -184,7 +214,8 @@ async def test_history_edits_are_rendered_not_cached(harness, renderer):
     edited = [{"role": "system", "content": "Be very brief."}, {"role": "user", "content": "one, again"}]
     await api.chat.completions.create(model="policy", messages=edited, tools=[BASH_TOOL])
     expected = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "Be very brief.") + [
-        Message(role="user", content="one, again")]
+        Message(role="user", content="one, again")
+    ]
     assert h.proxy.turns("trial-e")[1].prompt_tokens == full_render(renderer, expected)
     # A message that was valid last time and is now malformed is refused.
     with pytest.raises(openai.BadRequestError):
@@ -197,8 +228,9 @@ async def test_keepalive_while_sampling_a_stream(harness):
     h = await harness(keepalive_s=0.02)
     h.sampler.add(Scripted(tokens=reply_tokens(h.proxy.renderer, text_reply("slow answer")), delay=0.15))
     cred = h.proxy.register_trial("trial-k")
-    stream = await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}],
-                                                        stream=True)
+    stream = await client(cred).chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "x"}], stream=True
+    )
     text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
     assert text == "slow answer"
 
@@ -211,11 +243,13 @@ async def test_stop_strings_are_cut_from_the_reply(harness, renderer):
     h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
     cred = h.proxy.register_trial("trial-q")
     api = client(cred)
-    res = await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "count"}],
-                                            stop=["STOP"])
+    res = await api.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "count"}], stop=["STOP"]
+    )
     assert res.choices[0].finish_reason == "stop" and res.choices[0].message.content == "Counting: 1 2 "
-    stream = await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "count"}],
-                                               stop="STOP", stream=True)
+    stream = await api.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "count"}], stop="STOP", stream=True
+    )
     text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
     assert text == "Counting: 1 2 "
 
@@ -225,23 +259,34 @@ async def test_tool_choice(harness, renderer):
     cred = h.proxy.register_trial("trial-t")
     api = client(cred)
     h.sampler.add(tool_reply("ls"))
-    res = await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "go"}],
-                                            tools=[BASH_TOOL], tool_choice="none")
+    res = await api.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "go"}], tools=[BASH_TOOL], tool_choice="none"
+    )
     choice = res.choices[0]
     assert choice.finish_reason == "stop" and choice.message.tool_calls is None
     assert json.loads(choice.message.content.strip().splitlines()[-1])["name"] == "bash"
     assert h.proxy.turns("trial-t")[0].prompt_tokens == full_render(renderer, [Message(role="user", content="go")])
     other = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
     await api.chat.completions.create(
-        model="policy", messages=[{"role": "user", "content": "go"}], tools=[BASH_TOOL, other],
-        tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
-            {"type": "function", "function": {"name": "bash"}}]}})
+        model="policy",
+        messages=[{"role": "user", "content": "go"}],
+        tools=[BASH_TOOL, other],
+        tool_choice={
+            "type": "allowed_tools",
+            "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "bash"}}]},
+        },
+    )
     assert h.proxy.turns("trial-t")[1].prompt_tokens == full_render(
-        renderer, renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [Message(role="user", content="go")])
-    for forced in ("required", {"type": "function", "function": {"name": "bash"}},
-                   {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}):
+        renderer, renderer.create_conversation_prefix_with_tools([BASH_SPEC], "") + [Message(role="user", content="go")]
+    )
+    for forced in (
+        "required",
+        {"type": "function", "function": {"name": "bash"}},
+        {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}},
+    ):
         with pytest.raises(openai.BadRequestError) as info:
-            await api.chat.completions.create(model="policy", messages=[{"role": "user", "content": "go"}],
-                                              tools=[BASH_TOOL], tool_choice=forced)
+            await api.chat.completions.create(
+                model="policy", messages=[{"role": "user", "content": "go"}], tools=[BASH_TOOL], tool_choice=forced
+            )
         assert info.value.param == "tool_choice" and "the policy samples freely" in info.value.message
     assert len(h.sampler.calls) == 2

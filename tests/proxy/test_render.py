@@ -12,11 +12,33 @@ from tbconsole.proxy.render import IncrementalRenderer, full_render, supports_in
 
 from proxy_support import BASH_SPEC
 
-RENDERERS = ["qwen3_5", "qwen3_5_disable_thinking", "qwen3_5_preserve_thinking", "qwen3", "qwen3_disable_thinking",
-             "qwen3_instruct"]
+RENDERERS = [
+    "qwen3_5",
+    "qwen3_5_disable_thinking",
+    "qwen3_5_preserve_thinking",
+    "qwen3",
+    "qwen3_disable_thinking",
+    "qwen3_instruct",
+]
 
-words = st.sampled_from(["ls", "the", " ", "\n", "\n\n", "<think>", "</think>", "<tool_call>", "<|im_end|>",
-                         "error:", "café", "{}", "  indented", "x" * 40])
+words = st.sampled_from(
+    [
+        "ls",
+        "the",
+        " ",
+        "\n",
+        "\n\n",
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "<|im_end|>",
+        "error:",
+        "café",
+        "{}",
+        "  indented",
+        "x" * 40,
+    ]
+)
 texts = st.lists(words, max_size=12).map("".join)
 
 
@@ -28,9 +50,14 @@ assistant = st.builds(
     lambda thinking, text, commands: Message(
         role="assistant",
         content=([{"type": "thinking", "thinking": thinking}] + ([{"type": "text", "text": text}] if text else []))
-        if thinking else text,
-        **({"tool_calls": [tool_call(c) for c in commands]} if commands else {})),
-    st.one_of(st.none(), texts), texts, st.lists(texts, max_size=2))
+        if thinking
+        else text,
+        **({"tool_calls": [tool_call(c) for c in commands]} if commands else {}),
+    ),
+    st.one_of(st.none(), texts),
+    texts,
+    st.lists(texts, max_size=2),
+)
 user = st.builds(lambda t: Message(role="user", content=t), texts)
 system = st.builds(lambda t: Message(role="system", content=t), texts)
 tool = st.builds(lambda t: Message(role="tool", content=t, tool_call_id="c"), texts)
@@ -66,11 +93,15 @@ def apply(messages, action):
     return messages
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(RENDERERS), tools=st.booleans(), first=st.lists(st.one_of(user, system), min_size=1,
-                                                                              max_size=2),
-       steps=st.lists(step, min_size=1, max_size=12))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.sampled_from(RENDERERS),
+    tools=st.booleans(),
+    first=st.lists(st.one_of(user, system), min_size=1, max_size=2),
+    steps=st.lists(step, min_size=1, max_size=12),
+)
 def test_incremental_equals_full_render(renderers, name, tools, first, steps):
     renderer = renderers[name]
     prefix = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "sys") if tools else []
@@ -94,8 +125,11 @@ def test_a_new_user_message_re_renders_the_turn_before_it(renderers, name):
     # it; appending a user message changes no neighbour of that turn, only its context.
     renderer = renderers[name]
     incremental = IncrementalRenderer(renderer)
-    messages = [Message(role="user", content="q"), Message(role="assistant", content="x"),
-                Message(role="tool", content="t", tool_call_id="c")]
+    messages = [
+        Message(role="user", content="q"),
+        Message(role="assistant", content="x"),
+        Message(role="tool", content="t", tool_call_id="c"),
+    ]
     assert incremental.render(messages) == full_render(renderer, messages)
     messages = messages + [Message(role="user", content="again")]
     assert incremental.render(messages) == full_render(renderer, messages)
@@ -103,13 +137,15 @@ def test_a_new_user_message_re_renders_the_turn_before_it(renderers, name):
 
 def test_growth_re_renders_only_the_tail(renderer):
     messages = renderer.create_conversation_prefix_with_tools([BASH_SPEC], "You are an agent.") + [
-        Message(role="user", content="Fix the bug.")]
+        Message(role="user", content="Fix the bug.")
+    ]
     incremental = IncrementalRenderer(renderer)
     incremental.render(messages)
     for i in range(20):
         messages = messages + [
             Message(role="assistant", content=[{"type": "thinking", "thinking": "hmm"}], tool_calls=[tool_call("ls")]),
-            Message(role="tool", content=f"output {i} " * 50, tool_call_id="c")]
+            Message(role="tool", content=f"output {i} " * 50, tool_call_id="c"),
+        ]
         prompt = incremental.render(messages)
         assert prompt == full_render(renderer, messages)
         # The previous last message (its ctx changed) and the two new ones; everything else reused.
@@ -128,7 +164,10 @@ def test_renderers_that_restructure_the_conversation_render_in_full(tokenizer):
     renderer = Restructuring(tokenizer)
     assert not supports_incremental(renderer)
     incremental = IncrementalRenderer(renderer)
-    messages = [Message(role="user", content="a"), Message(role="assistant", content="b"),
-                Message(role="user", content="c")]
+    messages = [
+        Message(role="user", content="a"),
+        Message(role="assistant", content="b"),
+        Message(role="user", content="c"),
+    ]
     assert incremental.render(messages) == full_render(renderer, messages)
     assert incremental.rendered_last == 3
