@@ -105,3 +105,17 @@ def stopped_on_string(renderer, text: str):
     tokens = reply_tokens(renderer, text_reply(text))
     end = renderer.get_stop_sequences()[0]
     return Scripted(tokens=tokens[: tokens.index(end)], stop_reason="stop")
+
+
+def json_slots(value, out=None):
+    """Every (container, key) place in a JSON value, depth first: where a fuzzer puts a bad value."""
+    out = [] if out is None else out
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.append((value, key))
+            json_slots(item, out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out.append((value, i))
+            json_slots(item, out)
+    return out

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy_support import ThreadedProxy, make_harness
+from proxy_support import ThreadedProxy, json_slots, make_harness
 
 OPENAI = "/v1/chat/completions"
 ANTHROPIC = "/v1/messages"
@@ -373,23 +373,11 @@ responses_body = st.fixed_dictionaries(
 )
 
 
-def _slots(value, out):
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.append((value, key))
-            _slots(item, out)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out.append((value, i))
-            _slots(item, out)
-    return out
-
-
 @st.composite
 def mutated(draw, base):
     body = copy.deepcopy(draw(base))  # st.just values are shared between examples
     for _ in range(draw(st.integers(0, 2))):
-        slots = _slots(body, [])
+        slots = json_slots(body)
         if not slots:
             break
         container, key = draw(st.sampled_from(slots))

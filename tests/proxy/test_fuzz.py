@@ -19,7 +19,7 @@ import aiohttp
 
 from tbconsole.proxy.scripted import Scripted, ScriptedSampler, reply_tokens
 
-from proxy_support import ANTHROPIC_BASH, BASH_TOOL, make_harness, text_reply, tool_reply
+from proxy_support import ANTHROPIC_BASH, BASH_TOOL, json_slots, make_harness, text_reply, tool_reply
 
 SEED = 20260601
 REQUESTS = 10_000
@@ -300,18 +300,6 @@ def _responses_body(rng) -> dict:
     return body
 
 
-def _slots(value, out):
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.append((value, key))
-            _slots(item, out)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out.append((value, i))
-            _slots(item, out)
-    return out
-
-
 def _nested(depth: int):
     value: list = []
     for _ in range(depth):
@@ -322,7 +310,7 @@ def _nested(depth: int):
 def _mutate(rng, body):
     body = copy.deepcopy(body)  # it holds shared dicts (the tool declarations)
     for _ in range(rng.randint(1, 3)):
-        slots = _slots(body, [])
+        slots = json_slots(body)
         if not slots:
             break
         container, key = rng.choice(slots)
