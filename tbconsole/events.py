@@ -338,7 +338,8 @@ def read_events(path: Path) -> Iterator[Event]:
                 yield event
 
 
-SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
+# "token(?!s)": a proxy or access token is secret; max_tokens (a count) is not.
+SECRET_KEY = re.compile(r"(api[_-]?key|token(?!s)|secret|password|authorization)", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"\b(tml-[A-Za-z0-9_-]{6,}|e2b_[A-Za-z0-9]{6,}|sk-[A-Za-z0-9_-]{6,})")
 
 

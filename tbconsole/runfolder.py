@@ -6,6 +6,7 @@ reads the same paths through this module, so a rename can never leave a reader b
     <log_path>/
       events.jsonl                          every typed event, one JSON object per line
       logs.log                              the cookbook's log lines and tracebacks
+      runner.log                            a detached runner's stdout and stderr (its progress log)
       control/inbox/                        commands from attached consoles (pause, stop, …)
       capture/step_000003/group_001[-rN]/   one capture file per trial attempt: <trial>.jsonl
       trials/step_000003/<trial>/           Harbor's trial folders (unless trial.json names one)
@@ -21,6 +22,7 @@ from pathlib import Path
 
 EVENTS_FILE = "events.jsonl"
 LOG_FILE = "logs.log"
+RUNNER_LOG = "runner.log"
 CONTROL_INBOX = Path("control") / "inbox"
 CAPTURE_DIR = "capture"
 TRIALS_DIR = "trials"
@@ -67,6 +69,10 @@ class RunFolder:
     @property
     def log_file(self) -> Path:
         return self.root / LOG_FILE
+
+    @property
+    def runner_log(self) -> Path:
+        return self.root / RUNNER_LOG
 
     @property
     def control_inbox(self) -> Path:

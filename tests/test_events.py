@@ -56,6 +56,12 @@ def test_secrets_are_redacted():
     assert "tml-abcdefghijkl" not in text and "e2b_0123456789" not in text and "sk-abcdefgh1234" not in text
     assert clean["env"]["OPENAI_API_KEY"] == "{proxy_api_key}"  # a placeholder is not a secret
     assert clean["config"]["base_url"] == "http://x"
+    # Token counts are not tokens: a kept resume command must keep config.max_tokens=8192.
+    assert redact({"max_tokens": "8192", "proxy_token": "abc", "HF_TOKEN": "hf"}) == {
+        "max_tokens": "8192",
+        "proxy_token": "***",
+        "HF_TOKEN": "***",
+    }
     event = RunStarted(
         run_id="r",
         log_path="/l",

@@ -1,12 +1,32 @@
-"""A run wired up: its event bus and control, then the recipe in the console (Textual's loop)
-or headless (a progress log, Ctrl-C once stops cleanly after the current batch, twice aborts)."""
+"""A run wired up: its event bus and control, then the recipe in this process (a progress log;
+the runner) or in a detached process of its own that a console attaches to.
+
+The runner's signals: the first SIGINT or SIGTERM (or SIGHUP in the foreground: the terminal is
+gone) stops the run cleanly after the current batch, the next one aborts it. A detached runner
+(its own session, no terminal) ignores SIGHUP."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tbconsole.enums import ControlState, RunStatus
+from tbconsole.runfolder import RunFolder
+
+if TYPE_CHECKING:
+    from tbconsole.control import RunControl
+    from tbconsole.events import Event
+
+RUNNER_FLAG = "--detached-runner"  # internal: marks the process that `start_detached` starts
+RUNNER_LOG_TAIL = 20  # lines of runner.log shown when a detached runner dies before it holds its folder
 
 
 def open_run(log_path: Path):
@@ -37,60 +57,66 @@ def open_run(log_path: Path):
     return bus, control
 
 
-def in_console(parsed, prepare, theme: str | None) -> int:
-    """The run as a worker in the console's own event loop; errors wait for a decision there."""
-    from tbconsole.runner import train
-    from tbconsole.ui.cli import run_console
+class SignalStop:
+    """Turns signals into control commands: the first stops after the batch, the next aborts.
+    A run waiting for a decision aborts at once (no batch can be trained without one). Records
+    which signal stopped or aborted the run, for its end message."""
 
-    bus, control = open_run(Path(parsed.args.config.log_path))
+    def __init__(self, control: RunControl, publish: Callable[[Event], None]) -> None:
+        self.control = control
+        self.publish = publish
+        self.causes: dict[RunStatus, str] = {}
 
-    async def work():
-        if prepare is None:
-            return await train.main(parsed, bus, control, decision_timeout=None)
-        async with prepare(parsed) as parsed_for_run:
-            return await train.main(parsed_for_run, bus, control, decision_timeout=None)
+    def cause(self, status: RunStatus) -> str | None:
+        return self.causes.get(status)
 
-    try:
-        result = run_console(bus, control, theme, work=work)
-    finally:
-        bus.close()
-    if result.error is not None:
-        print(f"error: {result.error}", file=sys.stderr)
-        return 1
-    if result.value is not None:
-        return result.value.exit_code
-    return result.exit_code
+    def __call__(self, signum: int) -> None:
+        from tbconsole.control import ENDED
+        from tbconsole.events import LogLine
+
+        control = self.control
+        if control.state in (ControlState.ABORTING, *ENDED):
+            return
+        name = signal.Signals(signum).name
+        if self.causes or control.state in (ControlState.STOPPING, ControlState.AWAITING_DECISION):
+            status, what, command = RunStatus.ABORTED, "aborting", control.abort
+        else:
+            status, what, command = RunStatus.STOPPED, "stopping after the current batch (again: abort)", control.stop
+        self.causes[status] = f"on {name}"
+        self.publish(LogLine(level="warning", message=f"{name}: {what}"))
+        command()
+
+    @contextmanager
+    def installed(self, loop: asyncio.AbstractEventLoop, *, detached: bool) -> Iterator[SignalStop]:
+        signums = [signal.SIGINT, signal.SIGTERM] + ([] if detached else [signal.SIGHUP])
+        for signum in signums:
+            loop.add_signal_handler(signum, self, signum)
+        try:
+            yield self
+        finally:
+            for signum in signums:
+                loop.remove_signal_handler(signum)
 
 
-def headless(parsed, prepare) -> int:
-    return asyncio.run(_headless(parsed, prepare))
+def headless(parsed, prepare, *, decision_timeout: float | None = 0, detached: bool = False) -> int:
+    return asyncio.run(_headless(parsed, prepare, decision_timeout, detached))
 
 
-async def _headless(parsed, prepare) -> int:
+async def _headless(parsed, prepare, decision_timeout: float | None, detached: bool) -> int:
     from tbconsole.runner import train
     from tbconsole.runner.health import GatewayUnreachable
     from tbconsole.runner.progress import ProgressLog
 
     bus, control = open_run(Path(parsed.args.config.log_path))
     bus.subscribe(ProgressLog())
-    loop = asyncio.get_running_loop()
-    interrupts = 0
-
-    def on_interrupt() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        try:
-            control.stop() if interrupts == 1 else control.abort()
-        except Exception:
-            control.abort()
-
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    signals = SignalStop(control, bus.publish)
     try:
-        if prepare is not None:
-            async with prepare(parsed) as parsed_for_run:
-                result = await train.main(parsed_for_run, bus, control)
-        else:
-            result = await train.main(parsed, bus, control)
+        with signals.installed(asyncio.get_running_loop(), detached=detached):
+            if prepare is not None:
+                async with prepare(parsed) as parsed_for_run:
+                    result = await train.main(parsed_for_run, bus, control, decision_timeout, signals.cause)
+            else:
+                result = await train.main(parsed, bus, control, decision_timeout, signals.cause)
         return result.exit_code
     except GatewayUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -102,5 +128,67 @@ async def _headless(parsed, prepare) -> int:
         print(f"error: {type(exc).__name__}: {str(exc)[:500]} (traceback in {log_file})", file=sys.stderr)
         return 1
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
         bus.close()
+
+
+def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.Popen:
+    """``tbconsole <command> ARGS`` as a detached runner: its own session (closing the terminal
+    or the console leaves it running), no stdin, stdout and stderr appended to runner.log."""
+    runner_log = RunFolder(log_path).runner_log
+    runner_log.parent.mkdir(parents=True, exist_ok=True)
+    with open(runner_log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tbconsole", command, *args, "--headless", RUNNER_FLAG],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # runner.log follows the run line by line
+        )
+
+
+def wait_until_live(runner: subprocess.Popen, log_path: Path, log_offset: int, poll: float = 0.1) -> bool:
+    """Wait until ``runner`` holds the run folder's lease. If it exits first, print what it wrote
+    to runner.log (from ``log_offset``) and return False."""
+    from tbconsole.lease import RunnerState, read_lease
+
+    while True:
+        view = read_lease(log_path)
+        if view.state is RunnerState.LIVE and view.pid == runner.pid:
+            return True
+        if runner.poll() is not None:
+            runner_log = RunFolder(log_path).runner_log
+            try:
+                with open(runner_log, "rb") as f:
+                    f.seek(log_offset)
+                    tail = f.read().decode(errors="replace").splitlines()[-RUNNER_LOG_TAIL:]
+            except OSError:
+                tail = []
+            print(
+                "\n".join([*tail, f"error: the runner exited with status {runner.returncode} (its log: {runner_log})"]),
+                file=sys.stderr,
+            )
+            return False
+        time.sleep(poll)
+
+
+def detached(command: str, args: list[str], log_path: Path, *, console: bool, theme: str | None) -> int:
+    """Start the run's detached runner; then open the console attached to it, or (``console``
+    False) say how to find it. Quitting the console leaves the run going."""
+    runner_log = RunFolder(log_path).runner_log
+    log_offset = runner_log.stat().st_size if runner_log.exists() else 0
+    runner = start_detached(command, args, log_path)
+    try:
+        if not wait_until_live(runner, log_path, log_offset):
+            return 1
+    except KeyboardInterrupt:
+        runner.send_signal(signal.SIGTERM)
+        print(f"interrupted: the runner (pid {runner.pid}) was asked to stop; its log: {runner_log}", file=sys.stderr)
+        return 130
+    if not console:
+        print(f"runner started (pid {runner.pid}); its log: {runner_log}; its console: tbconsole attach {log_path}")
+        return 0
+    from tbconsole.ui.cli import attach_console
+
+    return attach_console(log_path, theme)

@@ -5,8 +5,12 @@ wires the run itself."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
+import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -14,10 +18,20 @@ from tbconsole import offline
 from tbconsole.entry import run
 from tbconsole.entry.usage import USAGE_EXIT
 
-USAGE = """usage: tbconsole train KEY=VALUE ... [--headless] [--theme=NAME]
+DETACHED_DECISION_TIMEOUT = 1800.0  # seconds an error waits in a detached runner for a console to decide
 
-On a terminal the console opens over the run; --headless (or no terminal) prints a compact
-progress log instead.
+USAGE = """usage: tbconsole train KEY=VALUE ... [--headless | --detach] [--decision-timeout=SECONDS] [--theme=NAME]
+
+On a terminal the run starts in a process of its own and the console opens over it; quitting
+the console (or closing the terminal) leaves the run going: `tbconsole attach LOG_PATH` opens
+it again. --detach starts the run the same way without a console and prints its pid and how to
+attach. --headless (or no terminal) runs it in this process with a compact progress log instead.
+A run stops cleanly after its current batch on Ctrl-C or SIGTERM (or its console's stop), and
+aborts on a second one.
+
+--decision-timeout=SECONDS: how long an error that needs a decision (abort, or retry the group)
+waits for one from a console before the default, abort, is taken (default: 1800 for a run in a
+process of its own, 0 for --headless).
 
 The Terminal-Bench 2 recipe: config.* is tinker_cookbook.rl.train.Config (native names and
 defaults), config.dataset_builder.{tasks_dir, groups_per_batch=4, group_size=4, epochs=1},
@@ -55,16 +69,63 @@ def register(sub) -> None:
     )
 
 
-def split_flags(argv: list[str]) -> tuple[list[str], set[str], str | None]:
-    """KEY=VALUE arguments, flags, and the --theme value."""
-    theme = None
-    flags = set()
-    for a in argv:
-        if a.startswith("--theme="):
-            theme = a.split("=", 1)[1]
-        elif a.startswith("--"):
-            flags.add(a)
-    return [a for a in argv if not a.startswith("--")], flags, theme
+@dataclass
+class RunFlags:
+    """The ``--`` flags of `train` and `demo` (everything else is KEY=VALUE)."""
+
+    headless: bool = False
+    detach: bool = False
+    runner: bool = False  # the detached runner itself (internal, hidden from help)
+    help: bool = False
+    theme: str | None = None
+    decision_timeout: float | None = None  # None: the default of where the run goes
+
+    def for_runner(self) -> list[str]:
+        """The flags a detached runner (and a resume of the run) keeps: those that change the run."""
+        return [] if self.decision_timeout is None else [f"--decision-timeout={self.decision_timeout:g}"]
+
+
+FLAGS_HELP = "--headless, --detach, --decision-timeout=SECONDS, --theme=NAME, --help"
+
+
+def split_flags(argv: list[str]) -> tuple[list[str], RunFlags]:
+    """KEY=VALUE arguments and the flags; a flag that is unknown or has a bad value: FlagError."""
+    flags = RunFlags()
+    for arg in argv:
+        name, has_value, value = arg.partition("=")
+        if arg in ("--help", "-h"):
+            flags.help = True
+        elif not arg.startswith("--"):
+            continue
+        elif arg == "--headless":
+            flags.headless = True
+        elif arg == "--detach":
+            flags.detach = True
+        elif arg == run.RUNNER_FLAG:
+            flags.runner = True
+        elif name == "--theme" and has_value:
+            flags.theme = value
+        elif name == "--decision-timeout":
+            flags.decision_timeout = _seconds(value if has_value else "")
+        else:
+            raise FlagError(f"unknown flag {arg} (flags: {FLAGS_HELP}; options are KEY=VALUE)")
+    if flags.headless and flags.detach:
+        raise FlagError("--headless runs in this process, --detach in a process of its own: choose one")
+    return [a for a in argv if not a.startswith("--")], flags
+
+
+class FlagError(ValueError):
+    """A bad ``--`` flag: message, exit 2."""
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 <= seconds < math.inf):
+        raise FlagError(f"--decision-timeout takes a number of seconds, 0 or more (got {value!r})")
+    return seconds
 
 
 def choose_console(
@@ -89,29 +150,31 @@ def run_train(
     *,
     extra_defaults: dict | None = None,
     prog: str = "tbconsole train",
+    command: str = "train",
     materialize=None,
     prepare=None,
 ) -> int:
-    """Parse and check, then run in the console or headless. ``materialize(parsed) -> parsed``
-    may fill in generated files before validation; ``prepare(parsed)`` (an async context
-    manager) lets `demo` start the local engine around the run."""
+    """Parse and check, then run: in a detached runner with the console attached (a terminal),
+    in a detached runner alone (--detach), or in this process (--headless, no terminal, and the
+    detached runner itself). ``materialize(parsed) -> parsed`` may fill in generated files
+    before validation; ``prepare(parsed)`` (an async context manager) lets `demo` start the
+    local engine around the run. ``command`` is the subcommand a detached runner is started
+    with."""
     from tbconsole.runner import preflight
 
     offline.apply_safe_defaults()
-    keys, flags, theme = split_flags(argv)
-    if "--help" in flags or "-h" in argv:
+    try:
+        keys, flags = split_flags(argv)
+    except FlagError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    if flags.runner:  # its own session: no terminal to lose, and nothing else may hang it up
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if flags.help:
         from tbconsole.runner.options import help_text
 
         print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
         return 0
-    unknown = flags - {"--headless", "--help"}
-    if unknown:
-        print(
-            f"{prog}: unknown flag {sorted(unknown)[0]} (flags: --headless, --theme=NAME, --help; "
-            "options are KEY=VALUE)",
-            file=sys.stderr,
-        )
-        return USAGE_EXIT
     # Before the heavy imports: a dead gateway or a missing key is reported in seconds.
     default_base_url = (extra_defaults or {}).get("config.base_url")
     try:
@@ -125,29 +188,72 @@ def run_train(
         return 1
 
     from tbconsole.engine.registry import register_with_cookbook
+    from tbconsole.lease import Lease, LeaseHeld
     from tbconsole.runner.options import OptionsError, parse
 
     register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
     try:
         parsed = parse(keys, extra_defaults)
         preflight.check_disk(Path(parsed.args.config.log_path))  # before the demo writes its files there
-        if materialize is not None:
-            parsed = materialize(parsed)
-        _check_before_start(parsed)
     except (OptionsError, preflight.PreflightError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return USAGE_EXIT
-    # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not print
-    # a traceback per line: the bus reports the disk once and stops the run.
-    logging.raiseExceptions = False
+    log_path = Path(parsed.args.config.log_path)
+    if "config.log_path" not in parsed.explicit:  # the demo's generated one: the runner and a resume need it
+        keys = [*keys, f"config.log_path={log_path}"]
     console, notice = choose_console(
-        prog, Path(parsed.args.config.log_path), headless="--headless" in flags, stdin=sys.stdin, stdout=sys.stdout
+        prog, log_path, headless=flags.headless or flags.detach or flags.runner, stdin=sys.stdin, stdout=sys.stdout
     )
-    if console:
-        return run.in_console(parsed, prepare, theme)
-    if notice:
-        print(notice, file=sys.stderr)
-    return run.headless(parsed, prepare)
+    elsewhere = console or flags.detach  # the runner is another process
+    # The runner holds the folder from before its first write; a process that only starts one
+    # just makes sure the folder is free before it writes there.
+    lease = Lease(log_path, [*prog.split(), *keys, *flags.for_runner()])
+    claim = functools.partial(_refuse_if_held, log_path) if elsewhere else lease.acquire
+    try:
+        try:
+            parsed = _materialize_and_check(parsed, materialize, claim)
+        except (OptionsError, preflight.PreflightError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return USAGE_EXIT
+        except LeaseHeld as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return USAGE_EXIT
+        if elsewhere:
+            return run.detached(command, [*keys, *flags.for_runner()], log_path, console=console, theme=flags.theme)
+        if notice:
+            print(notice, file=sys.stderr)
+        # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not
+        # print a traceback per line: the bus reports the disk once and stops the run.
+        logging.raiseExceptions = False
+        default_timeout = DETACHED_DECISION_TIMEOUT if flags.runner else 0
+        decision_timeout = default_timeout if flags.decision_timeout is None else flags.decision_timeout
+        code = run.headless(parsed, prepare, decision_timeout=decision_timeout, detached=flags.runner)
+        if flags.runner:  # nobody waits for this process: its log says how it ended
+            print(f"runner exit status {code}")
+        return code
+    finally:
+        lease.release()  # nothing to do when it was never taken
+
+
+def _refuse_if_held(log_path: Path) -> None:
+    from tbconsole.lease import LeaseHeld, RunnerState, read_lease
+
+    view = read_lease(log_path)
+    if view.state is RunnerState.LIVE:
+        raise LeaseHeld(log_path, view)
+
+
+def _materialize_and_check(parsed, materialize, claim):
+    """The demo's generated files, then every check; ``claim()`` comes right before the first
+    write into the run folder (LeaseHeld: another runner has it)."""
+    if materialize is None:
+        _check_before_start(parsed)
+        claim()
+        return parsed
+    claim()
+    parsed = materialize(parsed)
+    _check_before_start(parsed)
+    return parsed
 
 
 def _check_before_start(parsed) -> None:
@@ -186,6 +292,7 @@ def run_demo(argv: list[str]) -> int:
         argv,
         extra_defaults=demo.demo_defaults(),
         prog="tbconsole demo",
+        command="demo",
         materialize=demo.materialize,
         prepare=demo.embedded_engine,
     )

@@ -14,6 +14,7 @@ import gc
 import inspect
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -110,7 +111,23 @@ class RunResult:
         return 0 if self.ended_well else 1
 
 
-async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl, decision_timeout: float | None = 0) -> RunResult:
+StopCause = Callable[[RunStatus], str | None]  # why a run was stopped or aborted ("on SIGTERM"), if not by request
+
+
+def _no_cause(status: RunStatus) -> str | None:
+    return None
+
+
+async def main(
+    parsed: ParsedArgs,
+    bus: EventBus,
+    control: RunControl,
+    decision_timeout: float | None = 0,
+    stop_cause: StopCause = _no_cause,
+) -> RunResult:
+    """The run. ``decision_timeout``: how long an error that needs a decision waits for one
+    (0: the default at once, None: for ever); ``stop_cause`` says why a stop or abort was asked
+    for when the run's end message should tell (a signal)."""
     args = parsed.args
     config: rl_train.Config = args.config
     harbor = args.harbor
@@ -242,11 +259,10 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl, decision_
         if not training.done():  # abort: cancel the trials in flight; captures/events stay
             training.cancel()
             await asyncio.gather(training, return_exceptions=True)
-            result = RunResult(
-                RunStatus.ABORTED, ctx.last_batch if ctx.last_batch is not None else start_batch, "aborted by request"
-            )
+            step = ctx.last_batch if ctx.last_batch is not None else start_batch
+            result = RunResult(RunStatus.ABORTED, step, _aborted(stop_cause))
         else:
-            result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch)
+            result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, stop_cause)
             if result.status == RunStatus.DONE and evaluators and config.eval_every > 0 and start_batch < end_batch:
                 await _final_evaluation(evaluators, service_client, result.sampler_path, ml_logger, end_batch)
     except Exception as exc:  # noqa: BLE001 - a training-side failure ends the run with a message
@@ -263,18 +279,23 @@ async def main(parsed: ParsedArgs, bus: EventBus, control: RunControl, decision_
     return result
 
 
-async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch) -> RunResult:
+def _aborted(stop_cause: StopCause) -> str:
+    return f"aborted {stop_cause(RunStatus.ABORTED) or 'by request'}"
+
+
+async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, stop_cause: StopCause) -> RunResult:
     try:
         training.result()
     except StopRun:
         batch = ctx.last_batch
         if control.abort_requested.is_set():
-            return RunResult(RunStatus.ABORTED, batch, "aborted by request")
+            return RunResult(RunStatus.ABORTED, batch, _aborted(stop_cause))
         # Stop: batch-1 was trained; checkpoint so a rerun of the same command resumes at `batch`.
         if not checkpoint_mgr.should_save_periodic(batch):
             await checkpoint_mgr.save_periodic_async(step=batch, loop_state={"batch": batch})
         await checkpoint_mgr.finalize_async()
-        return RunResult(RunStatus.STOPPED, batch, f"stopped cleanly before batch {batch}")
+        why = f" {stop_cause(RunStatus.STOPPED)}," if stop_cause(RunStatus.STOPPED) else ""
+        return RunResult(RunStatus.STOPPED, batch, f"stopped{why} cleanly before batch {batch}")
     except TrialFailed as failure:
         return RunResult(RunStatus.FAILED, ctx.last_batch if ctx.last_batch is not None else start_batch, str(failure))
     sampler_path = None

@@ -160,8 +160,8 @@ def test_a_run_with_stdout_piped_goes_headless_with_a_notice(tmp_path, monkeypat
     trial = tmp_path / "trial.json"
     trial.write_text(json.dumps({"agent": {"name": "nop"}}))
     started = []
-    monkeypatch.setattr(entry_run, "headless", lambda parsed, prepare: started.append(parsed) or 0)
-    monkeypatch.setattr(entry_run, "in_console", lambda *args: pytest.fail("the console needs a terminal"))
+    monkeypatch.setattr(entry_run, "headless", lambda parsed, prepare, **_: started.append(parsed) or 0)
+    monkeypatch.setattr(entry_run, "detached", lambda *args, **_: pytest.fail("the console needs a terminal"))
     monkeypatch.setattr(logging, "raiseExceptions", logging.raiseExceptions)  # run_train turns it off
     monkeypatch.setenv("TINKER_API_KEY", "tml-test")
     log = tmp_path / "run"

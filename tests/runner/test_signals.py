@@ -1,0 +1,84 @@
+"""The runner's signals: the first SIGINT/SIGTERM (SIGHUP in the foreground) stops the run
+cleanly after its batch, the next aborts, and a run waiting for a decision aborts at once; with
+a real headless demo, SIGTERM mid-batch ends it stopped, with a checkpoint, exit 0 and nothing
+left behind."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tbconsole.control import RunControl
+from tbconsole.entry.run import SignalStop
+from tbconsole.enums import ControlState, RunStatus
+from tbconsole.events import LogLine
+from tbconsole.lease import RunnerState, read_lease
+
+from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait, wait_mid_batch
+from tests_support import pids_with, sandbox_cgroups_of
+
+
+async def _signal(signum: int) -> None:
+    os.kill(os.getpid(), signum)
+    await asyncio.sleep(0.05)  # the loop runs the handler
+
+
+async def test_hangup_stops_after_the_batch_and_the_next_signal_aborts():
+    seen = []
+    control = RunControl(seen.append)
+    signals = SignalStop(control, seen.append)
+    with signals.installed(asyncio.get_running_loop(), detached=False):
+        await _signal(signal.SIGHUP)
+        assert control.state == ControlState.STOPPING and signals.cause(RunStatus.STOPPED) == "on SIGHUP"
+        await _signal(signal.SIGTERM)
+        assert control.state == ControlState.ABORTING and signals.cause(RunStatus.ABORTED) == "on SIGTERM"
+        await _signal(signal.SIGINT)  # nothing more to do
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert [e.message for e in seen if isinstance(e, LogLine)] == [
+        "SIGHUP: stopping after the current batch (again: abort)",
+        "SIGTERM: aborting",
+    ]
+
+
+async def test_a_run_waiting_for_a_decision_aborts_on_the_first_signal():
+    control = RunControl(lambda e: None)
+    signals = SignalStop(control, lambda e: None)
+    with signals.installed(asyncio.get_running_loop(), detached=True):
+        decision = asyncio.create_task(control.ask(0, 0, default="abort", timeout=None))
+        await asyncio.sleep(0.01)
+        assert control.state == ControlState.AWAITING_DECISION
+        await _signal(signal.SIGTERM)
+        assert await decision == "abort" and control.abort_requested.is_set()
+        assert signals.cause(RunStatus.ABORTED) == "on SIGTERM"
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigterm_mid_batch_stops_a_headless_run_cleanly_with_nothing_left(tmp_path, sandbox_root):
+    log = tmp_path / "run"
+    args = ["demo", "--headless", f"config.log_path={log}", *SMALL, "config.max_steps=3"]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tbconsole", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=demo_env(sandbox_root),
+    )
+    try:
+        step = wait_mid_batch(log, lambda: run.poll() is None)
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out[-3000:]
+    assert "Traceback" not in out
+    assert assert_stopped_cleanly(log, "stopped on SIGTERM") == step + 1  # the batch in flight was trained
+    assert read_lease(log).state is RunnerState.ENDED
+    wait(lambda: pids_with(str(sandbox_root)) == [], 10, lambda: "sandbox processes left")
+    assert sandbox_cgroups_of(run.pid) == []
