@@ -24,6 +24,18 @@ find_python() {
   return 1
 }
 
+# The browser test (tests/ui/test_web.py) drives the system Chromium: Debian's, installed when we can.
+ensure_chromium() {
+  command -v chromium >/dev/null && return
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing chromium (for the browser test)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 && return
+  fi
+  echo "chromium is missing, so the browser test will fail: install it as root with 'apt-get install chromium'" >&2
+}
+
+ensure_chromium
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && python_ok "$venv/bin/python"; then
   exec scripts/agents.sh
 fi

@@ -1,0 +1,161 @@
+"""The console served to a browser (``tbconsole attach --web``, tbconsole.ui.web): headless Chromium
+opens it over a live run, the panels render in the page's terminal, and ``p`` typed there drops a
+pause command into the run's control inbox."""
+
+import json
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tbconsole.events import TrialEnded
+from tbconsole.runfolder import RunFolder
+from tbconsole.ui.synthetic import synthetic_run, write_jsonl
+from tbconsole.ui.web import serve
+
+pytestmark = pytest.mark.timeout(120)
+
+# A runner's lease held by a process of its own, so the run reads as live (see tests/test_lease.py).
+HOLD_LEASE = textwrap.dedent(
+    """
+    import sys, time
+    from tbconsole.lease import Lease
+    with Lease(sys.argv[1], ["tbconsole", "demo"]):
+        print("held", flush=True)
+        time.sleep(600)
+    """
+)
+SERVE = "import sys; from pathlib import Path; from tbconsole.ui.web import serve; "
+SERVE += "sys.exit(serve(Path(sys.argv[1]), None, '127.0.0.1', int(sys.argv[2])))"
+
+# textual.js keeps its xterm.js Terminal to itself: the test's copy of the script hands it to the page.
+TERMINAL_OPEN = re.compile(r"this\.terminal\.open\((\w+)\)")
+SCREEN = """() => {
+    const term = window.tbTerminal;
+    if (!term) return "";
+    const buffer = term.buffer.active, rows = [];
+    for (let y = 0; y < term.rows; y++) rows.push(buffer.getLine(buffer.viewportY + y)?.translateToString(true) ?? "");
+    return rows.join("\\n");
+}"""
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail(
+            "no Chromium for the browser test: install it as root with `apt-get install chromium` "
+            "(scripts/bootstrap.sh does it when it runs as root)"
+        )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def live_run(tmp_path):
+    """A run going on: started, its second batch in progress, a control inbox and a live runner's lease.
+    The folder's name has a space: the command served per browser session must quote it."""
+    run = RunFolder(tmp_path / "live run")
+    events = []
+    for event in synthetic_run(steps=2, end=False, log_path=str(run.root)):
+        events.append(event)
+        if isinstance(event, TrialEnded) and event.step == 1:
+            break
+    write_jsonl(events, run.events)
+    run.control_inbox.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, str(run.root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield run
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.fixture
+def web_console(live_run, tmp_path):
+    """The console served over ``live_run``; yields its URL, then stops it with Ctrl-C (SIGINT)."""
+    port = _free_port()
+    errors = tmp_path / "server.stderr"
+    with open(errors, "w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVE, str(live_run.root), str(port)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        line = server.stdout.readline()  # printed once the port listens
+        url = re.search(r"http://\S+", line)
+        assert url is not None and url.group() == f"http://127.0.0.1:{port}", line + errors.read_text()
+        yield url.group()
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=20) == 0
+        assert "Traceback" not in errors.read_text(), errors.read_text()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def _wait_for_screen(page, *words: str, timeout: float = 45.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = page.evaluate(SCREEN)
+        if all(word in screen for word in words):
+            return screen
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{words} not on the page's terminal:\n{screen}")
+
+
+def test_a_browser_shows_the_live_console_and_p_sends_pause(live_run, web_console):
+    from playwright.sync_api import sync_playwright
+
+    chromium = _chromium()  # missing: a failure, not a skip
+    exposed = []
+
+    def expose_terminal(route):
+        response = route.fetch()
+        script, count = TERMINAL_OPEN.subn(r"this.terminal.open(\1),window.tbTerminal=this.terminal", response.text())
+        exposed.append(count)
+        route.fulfill(response=response, body=script)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            # The page also asks a web-font host: keep the test off the network.
+            page.route(re.compile(r"^https?://(?!127\.0\.0\.1[:/])"), lambda route: route.abort())
+            page.route("**/static/js/textual.js", expose_terminal)
+            page.goto(web_console)
+            assert exposed == [1], "textual.js changed: find where it opens its xterm.js Terminal"
+            _wait_for_screen(page, "gateway", "trials", "Pause after batch")
+            page.focus("textarea.xterm-helper-textarea")  # xterm.js reads keys from here
+            page.keyboard.press("p")
+            deadline = time.monotonic() + 15
+            while not (sent := sorted(live_run.control_inbox.glob("[!.]*.json"))) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            browser.close()
+    assert len(sent) == 1, "no pause command reached the run's control inbox"
+    assert json.loads(sent[0].read_text()) == {"command": "pause", "argument": None}
+
+
+def test_a_port_in_use_is_refused_with_a_clear_message(tmp_path, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert serve(tmp_path, None, "127.0.0.1", port) == 2
+    assert f"port {port} is already in use" in capsys.readouterr().err
