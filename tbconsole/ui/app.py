@@ -1,4 +1,5 @@
 """The console app: one ``RunState`` fed by a source, rendered by the screens, steered by keys.
+(Over 400 lines: one Textual App, whose keys, actions and palette entries belong together.)
 
 Flow: a source (in-process bus, tailed file, list) appends events to an ``Inbox`` from any
 thread; a timer (``refresh_hz``, 10 by default) drains it for a bounded time slice, folds the
@@ -9,6 +10,10 @@ tick, and a long backlog is worked off over several ticks while keys stay respon
 Commands (pause/resume/stop/abort/decide) go to ``controls``; their effect comes back as
 events like everything else. ``check_action`` keeps the footer and the palette to the actions
 valid in the current state.
+
+Attached to another process's run, the app also watches the runner's lease (``lease``): the
+latest read is ``runner``, and a runner that died or ended freezes the clock and takes the
+controls away. ``q`` there only leaves the console: the run goes on.
 """
 
 from __future__ import annotations
@@ -25,14 +30,16 @@ from textual.worker import Worker, WorkerState
 
 from tbconsole.control import ControlError
 from tbconsole.enums import ControlState, RunStatus
+from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import PANELS, RunState
+from tbconsole.ui.present import runner_over
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Inbox, NoControls, Replay, allowed_commands
+from tbconsole.ui.source import Inbox, LeaseWatch, NoControls, Replay, allowed_commands
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 
 RUN_COMMANDS = {"pause", "resume", "stop", "abort", "decide"}
@@ -58,6 +65,7 @@ class ConsoleApp(App[int]):
         Binding("right_square_bracket", "replay_next", "step ▶"),
         Binding("left_curly_bracket", "replay_first", "First", show=False),
         Binding("right_curly_bracket", "replay_last", "Last", show=False),
+        Binding("q", "leave", "Leave (run goes on)"),
         Binding("q", "quit_console", "Quit"),
     ]
 
@@ -75,6 +83,7 @@ class ConsoleApp(App[int]):
         refresh_hz: float = 10.0,
         drain_budget_s: float = 0.02,
         on_first_frame: Callable[[], None] | None = None,
+        lease: LeaseWatch | None = None,
     ):
         super().__init__()
         self.state = RunState()
@@ -89,6 +98,8 @@ class ConsoleApp(App[int]):
         self.refresh_hz = refresh_hz
         self.drain_budget_s = drain_budget_s
         self.on_first_frame = on_first_frame
+        self.lease = lease
+        self.runner: LeaseView | None = None  # the lease's latest read (None: no lease is watched)
         self.trial_dirs: dict[str, str] = {}
         self.work_worker: Worker | None = None
         self.work_result: Any = None
@@ -115,11 +126,23 @@ class ConsoleApp(App[int]):
             return self.clock()
         if self.replay is not None or not self.mode_live:
             return self.state.last_ts or 0.0
+        if self.runner is not None and runner_over(self.runner):  # time stopped when the runner did
+            return max((t for t in (self.state.last_ts, self.runner.ended or self.runner.beat) if t), default=0.0)
         return time.time()
 
     @property
     def mode_live(self) -> bool:
         return bool(self.source is not None and getattr(self.source, "live", False))
+
+    @property
+    def run_going(self) -> bool:
+        """A live run that has not ended and whose runner (when watched) is alive."""
+        return self.mode_live and not self.state.finished and not runner_over(self.runner)
+
+    @property
+    def controllable(self) -> bool:
+        """Commands can reach a runner: there are controls, this is no replay, the runner lives."""
+        return self.controls.available and self.replay is None and not runner_over(self.runner)
 
     @property
     def mode_label(self) -> str:
@@ -140,6 +163,8 @@ class ConsoleApp(App[int]):
             self.run_worker(self._load_replay, thread=True, name="load-replay", exit_on_error=False)
         if self.source is not None:
             self.source.start(self.inbox)
+        if self.lease is not None:
+            self.lease.start()
         if self.work is not None:
             self.work_worker = self.run_worker(self.work(), name="run", exit_on_error=False)
         self.set_interval(1.0 / self.refresh_hz, self.tick, name="refresh")
@@ -170,11 +195,15 @@ class ConsoleApp(App[int]):
     def on_unmount(self) -> None:
         if self.source is not None:
             self.source.stop()
+        if self.lease is not None:
+            self.lease.stop()
 
     def _second(self) -> None:
         """Once a second: elapsed times move on even without events."""
-        if self.mode_live and not self.state.finished:
+        if self.run_going:
             self.state.mark_changed("header", "gateway", "trials")
+        elif self.runner is not None and self.runner.state is RunnerState.GONE:
+            self.state.mark_changed("header")  # "last seen N s ago" goes on counting
         screen = self.screen
         if isinstance(screen, TranscriptScreen):
             screen.on_second()
@@ -187,7 +216,12 @@ class ConsoleApp(App[int]):
     def tick(self) -> None:
         """Drain the inbox for a bounded slice, then redraw what changed (at most once per
         panel per tick)."""
+        if not self.is_running:  # shutting down: the screens' widgets are being removed
+            return
         self.ticks += 1
+        if self.lease is not None and self.lease.view is not self.runner:
+            self.runner = self.lease.view
+            self.redraw("header", "gateway", "trials")
         self.inbox.drain(self.state, self.drain_budget_s)
         state = self.state
         if not state.changed_panels and not self._everything:
@@ -204,7 +238,8 @@ class ConsoleApp(App[int]):
                 show = getattr(screen, "show", None)
                 if show is not None and screen.is_mounted:
                     show(state, now, changed, everything)
-        status = (state.status, state.pending_decision is not None, state.finished)
+        runner = self.runner.state if self.runner is not None else None
+        status = (state.status, state.pending_decision is not None, state.finished, runner)
         if status != self._last_status:
             self._last_status = status
             self.refresh_bindings()
@@ -223,14 +258,14 @@ class ConsoleApp(App[int]):
         if self._decision_shown is pending:
             return
         self._decision_shown = pending
-        if self.replay is None:
+        if self.replay is None and not runner_over(self.runner):
             self.open_decision()
 
     def open_decision(self) -> None:
         pending = self.state.pending_decision
         if pending is None or isinstance(self.screen, DecisionScreen):
             return
-        can = self.controls.available and self.replay is None
+        can = self.controllable
 
         def decided(choice: str | None) -> None:
             if choice is not None:
@@ -241,6 +276,9 @@ class ConsoleApp(App[int]):
     # -- commands --------------------------------------------------------------------------
 
     def send(self, command: str, argument: str | None = None) -> bool:
+        if runner_over(self.runner):  # a command left in a dead run's inbox would hit the run that resumes it
+            self.notify("the run's runner is gone: nothing to control", title=f"{command} not sent", severity="error")
+            return False
         try:
             self.controls.send(command, argument)
         except (ControlError, TimeoutError, OSError) as exc:
@@ -251,9 +289,11 @@ class ConsoleApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in RUN_COMMANDS:
-            return action in allowed_commands(self.state, self.controls.available and self.replay is None)
+            return action in allowed_commands(self.state, self.controllable)
         if action in REPLAY_ACTIONS:
             return self.replay is not None
+        if action in ("leave", "quit_console"):  # one q: leave while an attached run goes on, else quit
+            return (action == "leave") == (self.mode == "attach" and self.run_going)
         return True
 
     def action_pause(self) -> None:
@@ -299,7 +339,13 @@ class ConsoleApp(App[int]):
         current = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(current + 1) % len(names)]
 
+    def action_leave(self) -> None:
+        """Close an attached console at once: the run is another process's and goes on."""
+        self.exit(0)
+
     def action_quit_console(self) -> None:
+        """Quit. Only a run in this process (``work``) is stopped first, after asking; anything
+        else (an attached console, a replay) closes at once."""
         run_going = self.work_worker is not None and self.work_worker.state in (
             WorkerState.PENDING,
             WorkerState.RUNNING,
@@ -386,6 +432,7 @@ class ConsoleApp(App[int]):
             ("stop", "Stop the run cleanly", "Finish and train this batch, checkpoint, exit 0", self.action_stop),
             ("abort", "Abort the run", "Cancel trials now; keep what was captured", self.action_abort),
             ("decide", "Decide on the pending error", "Abort or retry the group", self.action_decide),
+            ("leave", "Leave the console", "Close it; the run goes on", self.action_leave),
             ("help", "Help", "Keys and what the grid's cells mean", self.action_help),
             ("log", "Run log", "Recent control changes, errors, checkpoints", self.action_log),
             ("next_theme", "Next theme", "Cycle through the loaded themes", self.action_next_theme),

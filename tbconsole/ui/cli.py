@@ -1,11 +1,13 @@
 """Entry points into the console.
 
 - ``tbconsole attach LOG_PATH``: ``add_attach_arguments(parser)`` / ``run_attach(args)``. A run
-  that is still going is followed live (tail of ``events.jsonl``; p/s/a/d go through the run's
-  control inbox); a finished one is replayed (``[ ]`` move by step). Only Textual and this
-  package's light modules are imported on this path (no torch, harbor, tinker), so it starts
-  fast and works under ``textual-serve`` (which starts one process per browser connection:
-  the served command attaches, it never starts a run).
+  that is still going is followed live (``attach_console``: tail of ``events.jsonl``; p/s/a/d go
+  through the run's control inbox; ``q`` leaves and the run goes on; a runner that dies reads as
+  dead); a finished one is replayed (``[ ]`` move by step). Either way the terminal gets a short
+  summary when the console closes. ``--web`` serves the console to a browser instead
+  (``tbconsole.ui.web``). Only Textual and this package's light modules are imported on this
+  path (no torch, harbor, tinker), so it starts fast and works under ``textual-serve`` (which
+  starts one process per browser connection: the served command attaches, it never starts a run).
 - ``run_console(bus, control, theme, work=...)``: `tbconsole train`/`demo` open the console over
   a live run in this process (see its docstring for the threading model).
 - ``python -m tbconsole.ui.cli demo-events``: the console over a synthetic run (no runner).
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import ipaddress
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -49,12 +53,21 @@ def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size", default="140x44", metavar="COLSxROWS", help="terminal size for --screenshot (default: %(default)s)"
     )
+    parser.add_argument("--web", action="store_true", help="serve the console to a browser instead of this terminal")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="--web: the address to listen on (default: %(default)s; another address makes the console, "
+        "with its controls, reachable from the network)",
+    )
+    parser.add_argument("--port", type=int, default=8765, help="--web: the port (default: %(default)s)")
     parser.set_defaults(handler=run_attach)
 
 
 def run_attach(args: argparse.Namespace) -> int:
+    from tbconsole.lease import RunnerState, read_lease
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import FileControls, TailSource, run_has_ended
+    from tbconsole.ui.source import run_has_ended
 
     log_path: Path = args.log_path
     events_file = log_path if log_path.is_file() else RunFolder(log_path).events
@@ -64,14 +77,80 @@ def run_attach(args: argparse.Namespace) -> int:
     run_dir = events_file.parent
     if args.screenshot is not None:
         return _screenshot(events_file, args.screenshot, args.theme, args.size)
-    if args.replay or run_has_ended(run_dir) or log_path.is_file():
-        app = ConsoleApp(replay_path=events_file, theme=args.theme)
-    else:
-        app = ConsoleApp(source=TailSource(run_dir), controls=FileControls(run_dir), theme=args.theme, mode="attach")
+    if args.web:
+        return _serve(run_dir, args.theme, args.host, args.port)
+    # A run folder whose last event is run.ended but that a runner holds again is a resume starting.
+    ended = run_has_ended(run_dir) and read_lease(run_dir).state is not RunnerState.LIVE
+    if not (args.replay or ended or log_path.is_file()):
+        return attach_console(run_dir, args.theme)
+    app = ConsoleApp(replay_path=events_file, theme=args.theme)
+    return _run_and_summarize(app, run_dir)
+
+
+def attach_console(log_path: Path, theme: str | None) -> int:
+    """The console over the run in ``log_path``, which another process runs (or ran): it follows
+    ``events.jsonl`` (waiting for it to appear while the run starts), sends p/s/a/d through the
+    run's control inbox and watches the runner's lease. ``q`` leaves at once and the run goes on.
+    When the console closes the terminal gets one short summary: where the run stands and the
+    command to re-attach (or, once nobody runs it, to resume it). Returns the exit status."""
+    return _run_and_summarize(attach_app(log_path, theme), Path(log_path))
+
+
+def attach_app(log_path: Path, theme: str | None):
+    """The attach-mode ``ConsoleApp`` over ``log_path`` (not yet running)."""
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.source import FileControls, LeaseWatch, TailSource
+
+    return ConsoleApp(
+        source=TailSource(log_path),
+        controls=FileControls(log_path),
+        lease=LeaseWatch(log_path),
+        theme=theme,
+        mode="attach",
+    )
+
+
+def closing_summary(app, log_path: Path) -> str:
+    """The summary printed when ``app`` (attached, or a replay) has closed: the whole run's state
+    and a fresh read of its runner's lease."""
+    from tbconsole.lease import read_lease
+    from tbconsole.ui.present import exit_summary
+
+    state = app.replay.seek(len(app.replay.events)) if app.replay is not None else app.state
+    return exit_summary(state, read_lease(log_path), log_path)
+
+
+def _run_and_summarize(app, log_path: Path) -> int:
+    from tbconsole.runlist import remember
+
+    remember(log_path)  # for `tbconsole runs`
     if os.environ.get("TBCONSOLE_EXIT_AFTER_FIRST_FRAME"):  # the benchmark's first-frame probe
         app.on_first_frame = lambda: app.exit(0)
     app.run()
+    with contextlib.suppress(OSError):  # the terminal may be gone (a closed SSH session)
+        print(closing_summary(app, log_path))
     return app.return_code or 0
+
+
+def _serve(log_path: Path, theme: str | None, host: str, port: int) -> int:
+    from tbconsole.ui.web import serve
+
+    if not _is_loopback(host):
+        print(
+            f"tbconsole attach: warning: serving on {host}:{port}: the console, with its controls "
+            "(pause, stop, abort), is reachable from the network",
+            file=sys.stderr,
+        )
+    return serve(log_path, theme, host, port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> int:

@@ -3,13 +3,21 @@ and the help text behind every metric and counter (tooltips and the `?` screen r
 
 Steps count from 0 everywhere (log lines, metrics, checkpoints, folders, the header): a count of
 steps is written as one ("3/20 trained"), never as a step number.
+
+Whether the runner of an attached run is still alive is not an event: the console reads the
+runner's lease (``LeaseView``, None when nobody watches one) and the functions that word the
+run's state take it next to the ``RunState``.
 """
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import NamedTuple
 
 from tbconsole.enums import ControlState, RunStatus, TrialPhase
+from tbconsole.lease import LeaseView, RunnerState
+from tbconsole.runlist import RunCondition, last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
 
 PHASE_LABELS: dict[str, str] = {
@@ -33,6 +41,8 @@ STATUS_LABELS: dict[str, str] = {
     RunStatus.FAILED: "failed",
     RunStatus.STOPPED: "stopped",
     RunStatus.ABORTED: "aborted",
+    RunCondition.DEAD: "dead",
+    RunCondition.ENDED: "ended",
 }
 
 
@@ -105,7 +115,7 @@ METRIC_ROWS: tuple[MetricRow, ...] = (
 
 GATEWAY_HELP = {
     "status": "The gateway's last health probe (GET /api/v1/healthz, every few seconds during the run) and how "
-    "long ago it answered. After the run ended nobody probes it.",
+    "long ago it answered. After the run ended (or its runner died) nobody probes it.",
     "probes": "Health probes sent during the run, how many of them failed, the last one's round-trip time and "
     "a sparkline of the last 60 (a failed probe: 0). Two failures in a row (four timeouts) mark the "
     "gateway down, which cancels the groups in flight.",
@@ -143,8 +153,86 @@ HELP_TABLES: tuple[tuple[str, list[tuple[str, str]]], ...] = (
 )
 
 
-def status_label(state: RunState) -> str:
-    return STATUS_LABELS.get(state.status, state.status)
+def runner_over(runner: LeaseView | None) -> bool:
+    """The run's runner has died or ended: nothing moves any more and nothing can be controlled."""
+    return runner is not None and runner.state in (RunnerState.GONE, RunnerState.ENDED)
+
+
+def shown_status(state: RunState, runner: LeaseView | None = None) -> str:
+    """The state badge's state: how the run ended, else ``dead``/``ended`` for a runner that is
+    no more, else the control state."""
+    if runner is not None and runner_over(runner) and not state.finished:
+        return run_condition(state, runner)
+    return state.status
+
+
+def status_label(state: RunState, runner: LeaseView | None = None) -> str:
+    status = shown_status(state, runner)
+    return STATUS_LABELS.get(status, status)
+
+
+def probes_stopped(state: RunState, runner: LeaseView | None = None) -> str | None:
+    """Why nobody probes the gateway any more (None: the run is going on)."""
+    if state.finished:
+        return "run ended"
+    if runner is not None and runner_over(runner):
+        return "runner gone" if runner.state is RunnerState.GONE else "runner ended"
+    return None
+
+
+def resume_command(runner: LeaseView | None, log_path: Path) -> str:
+    """The command that goes on with the run: the runner's own with ``config.log_path`` set to this
+    folder (the recipe resumes from the folder's last checkpoint), or a hint without one."""
+    folder = f"config.log_path={Path(log_path).resolve()}"
+    if runner is None or not runner.command:
+        return f"the run's command with {shlex.quote(folder)}"
+    args = [a for a in runner.command if not a.startswith("config.log_path=")]
+    return shlex.join([*args, folder])
+
+
+def _checkpoint_text(state: RunState) -> str | None:
+    last = state.checkpoints[-1] if state.checkpoints else None
+    return f"checkpoint {last.name} at step {last.step}" if last is not None else None
+
+
+def runner_notice(state: RunState, runner: LeaseView | None, log_path: Path) -> str | None:
+    """The line under the header of an attached run that nobody runs any more: how to resume it
+    (None while it runs, once it is done, and when no lease is watched)."""
+    if runner is None or runner.state is RunnerState.NONE or state.end_status == RunStatus.DONE:
+        return None
+    if not runner_over(runner) and not (state.finished and runner.state is not RunnerState.LIVE):
+        return None
+    checkpoint = _checkpoint_text(state)
+    return f"not running · resume: {resume_command(runner, log_path)}" + (
+        f"  (goes on from {checkpoint})" if checkpoint else ""
+    )
+
+
+def exit_summary(state: RunState, runner: LeaseView, log_path: Path) -> str:
+    """What the terminal shows when the console closes: the run, where it stands, and the
+    command to come back to it (or to resume it, when nobody runs it any more)."""
+    condition = run_condition(state, runner)
+    parts = [runner.describe() if condition == RunCondition.DEAD else condition]
+    parts.append(f"{steps_trained(state)}/{state.total_steps or '?'} trained")
+    reward = last_reward(state)
+    if reward is not None:
+        parts.append(f"reward {format_value(reward)}")
+    evaluation = state.last_evaluation
+    if evaluation is not None and evaluation.reward is not None:
+        parts.append(f"held-out {format_value(evaluation.reward)}")
+    checkpoint = _checkpoint_text(state)
+    if checkpoint:
+        parts.append(checkpoint)
+    attach = f"tbconsole attach {shlex.quote(str(log_path))}"
+    if condition in (RunCondition.LIVE, RunCondition.PAUSED):
+        then = f"the run goes on; re-attach: {attach}"
+    elif condition == RunCondition.UNKNOWN:
+        then = f"re-attach: {attach}"
+    elif condition == RunStatus.DONE:
+        then = f"replay: {attach}"
+    else:
+        then = f"resume: {resume_command(runner, log_path)}"
+    return f"{log_path}: {' · '.join(parts)}\n  {then}"
 
 
 def progress_text(state: RunState, now: float) -> str:

@@ -7,6 +7,7 @@ panels that changed. Nothing here blocks the UI.
 - ``BusSource``: a live run in this process: its events.jsonl so far, then ``EventBus.subscribe``.
 - ``TailSource``: another process's ``events.jsonl``, followed as it grows (a thread).
 - ``Replay``: a finished run's events in memory, with a position that moves through time.
+- ``LeaseWatch``: whether another process's runner is still alive (its lease), read by a thread.
 
 Controls: ``LocalControls`` calls a ``RunControl`` on the runner's loop (directly when the
 runner runs in the app's loop, through ``call_soon_threadsafe`` when it runs in another
@@ -26,6 +27,7 @@ from pathlib import Path
 from tbconsole.control import ControlClient, ControlError
 from tbconsole.enums import ControlState, RunStatus
 from tbconsole.events import EVENTS_FILE, BatchStarted, Event, EventBus, GroupStarted, RunEnded, decode
+from tbconsole.lease import LeaseView, RunnerState, read_lease
 from tbconsole.state import RunState, reduce
 
 
@@ -189,6 +191,36 @@ class TailSource:
         finally:
             if handle is not None:
                 handle.close()
+
+
+class LeaseWatch:
+    """The runner's lease on ``log_path``, read every ``interval_s`` by a thread (a read is a
+    small file and a non-blocking lock, but a shared folder can still make it wait). ``view``
+    is the latest read; the app picks it up on its own timer."""
+
+    def __init__(self, log_path: Path, interval_s: float = 1.0):
+        self.log_path = Path(log_path)
+        self.interval_s = interval_s
+        self.view = LeaseView(RunnerState.NONE)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tbconsole-lease-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        while True:
+            view = read_lease(self.log_path)
+            if view != self.view:
+                self.view = view  # one reference swap: the UI thread reads it without a lock
+            if self._stop.wait(self.interval_s):
+                return
 
 
 def split_events(data: bytes) -> tuple[list[Event], bytes]:

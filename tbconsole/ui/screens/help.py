@@ -30,7 +30,11 @@ KEYS = [
     ("l", "the run's log"),
     ("t", "next theme (all themes: ctrl+p → theme)"),
     ("ctrl+p", "command palette: every action"),
-    ("q", "quit (a live run in this process is stopped first, after asking)"),
+    (
+        "q",
+        "attached to a run: leave at once, the run goes on (s stops it); a run in this process "
+        "is stopped first, after asking",
+    ),
 ]
 CELLS = [
     ("queued / env / setup", "waiting, starting the environment, setting up the agent; then time in phase"),

@@ -1,4 +1,5 @@
-"""The main screen: header, gateway, captures, the trials grid, rewards, PPO metrics."""
+"""The main screen: header (and the notice of a run nobody runs), gateway, captures, the trials
+grid, rewards, PPO metrics."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from tbconsole.state import RunState
+from tbconsole.ui.present import runner_notice
 from tbconsole.ui.widgets.captures import CapturesPanel
 from tbconsole.ui.widgets.gateway import GatewayPanel
-from tbconsole.ui.widgets.header import RunHeader
+from tbconsole.ui.widgets.header import RunHeader, RunnerNotice
 from tbconsole.ui.widgets.metrics import MetricsPanel
 from tbconsole.ui.widgets.replaybar import ReplayBar
 from tbconsole.ui.widgets.rewards import RewardsPanel
@@ -44,6 +46,7 @@ class MainScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
+        yield RunnerNotice(id="notice")
         with VerticalScroll(id="body", can_focus=False):
             with Horizontal(id="top"):
                 yield GatewayPanel(id="gateway")
@@ -69,7 +72,10 @@ class MainScreen(Screen):
         return self.query_one(TrialsGrid)
 
     def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:
-        self.query_one(RunHeader).show(state, now, self.app.mode_label)
+        runner = self.app.runner
+        self.query_one(RunHeader).show(state, now, self.app.mode_label, runner)
+        if runner is not None:
+            self.query_one(RunnerNotice).show(runner_notice(state, runner, self.app.lease.log_path))
         if everything or "trials" in changed:
             self.grid.show(state, now)
         for name, cls in PANELS.items():

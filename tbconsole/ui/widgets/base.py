@@ -12,6 +12,7 @@ from textual.color import Color
 from textual.widgets import Static
 
 from tbconsole.enums import ControlState, RunStatus
+from tbconsole.runlist import RunCondition
 from tbconsole.state import RunState
 
 
@@ -39,6 +40,7 @@ class Palette:
             ControlState.ABORTING: self.error,
             RunStatus.ABORTED: self.error,
             RunStatus.FAILED: self.error,
+            RunCondition.DEAD: self.error,
         }.get(status, self.muted)
 
 

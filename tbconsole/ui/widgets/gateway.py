@@ -8,7 +8,7 @@ from rich.text import Text
 
 from tbconsole.state import RunState
 from tbconsole.ui.plotmath import sparkline
-from tbconsole.ui.present import GATEWAY_HELP, format_duration
+from tbconsole.ui.present import GATEWAY_HELP, format_duration, probes_stopped
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, Panel
 
@@ -28,15 +28,16 @@ class GatewayPanel(Panel):
             lines.append(line)
             self.line_help.append(help_text)
 
-        if state.finished:
-            status = Text("not probed (run ended)", style=p.muted)
+        stopped = probes_stopped(state, getattr(self.app, "runner", None))
+        if stopped is not None:
+            status = Text(f"not probed ({stopped})", style=p.muted)
         elif g.ok is None:
             status = Text("no probe yet", style=p.muted)
         elif g.ok:
             status = Text("● healthy", style=f"bold {p.success}")
         else:
             status = Text("● down", style=f"bold {p.error}")
-        if g.checked is not None and not state.finished:
+        if g.checked is not None and stopped is None:
             status.append(f"  {format_duration(now - g.checked)} ago", style=p.muted)
         add_row("status", status, GATEWAY_HELP["status"])
         probes = Text(f"{g.probes} sent, ")

@@ -1,13 +1,15 @@
 """The run header: model, the step in flight and the steps trained (or the held-out evaluation),
-elapsed, ETA, and the run's state in a coloured badge."""
+elapsed, ETA, and the run's state in a coloured badge; under it, for an attached run that nobody
+runs any more, the notice that says how to resume it."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
+from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import RunState
-from tbconsole.ui.present import HEADER_HELP, format_duration, progress_text, status_label
+from tbconsole.ui.present import HEADER_HELP, format_duration, progress_text, runner_over, shown_status, status_label
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import palette_of
 
@@ -23,7 +25,7 @@ class RunHeader(Static):
     def on_resize(self) -> None:
         self.app.redraw("header")
 
-    def show(self, state: RunState, now: float, mode: str = "") -> None:
+    def show(self, state: RunState, now: float, mode: str = "", runner: LeaseView | None = None) -> None:
         p = palette_of(self.app)
         width = self.content_size.width or 118
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -34,10 +36,13 @@ class RunHeader(Static):
         status.append("  elapsed ", style=p.muted)
         status.append(format_duration(state.elapsed(now)))
         status.append("  ETA ", style=p.muted)
-        status.append(format_duration(state.eta(now)))
+        status.append(format_duration(None if runner_over(runner) else state.eta(now)))
         status.append("  ")
-        status.append(f" {status_label(state).upper()} ", style=f"bold reverse {p.state(state.status)}")
-        if state.pending_decision is not None:
+        shown = shown_status(state, runner)
+        status.append(f" {status_label(state, runner).upper()} ", style=f"bold reverse {p.state(shown)}")
+        if runner is not None and runner.state is RunnerState.GONE and not state.finished:
+            status.append(f"  {runner.describe()}", style=f"bold {p.error}")
+        elif state.pending_decision is not None and not runner_over(runner):
             status.append("  decision needed: press d", style=f"bold {p.error}")
         # The model and run id take what is left: the state and the step must stay in view
         # (the gateway panel names the model too).
@@ -53,3 +58,23 @@ class RunHeader(Static):
         if state.end_message and state.finished and state.pending_decision is None:
             t.append(f"  {one_line(state.end_message, 80)}", style=p.muted)
         self.update(t)
+
+
+class RunnerNotice(Static):
+    """One line, shown only while there is something to say (``show(None)`` hides it)."""
+
+    DEFAULT_CSS = """
+    RunnerNotice { height: 1; background: $warning 20%; color: $foreground; padding: 0 1; display: none; }
+    RunnerNotice.-shown { display: block; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._notice: str | None = None
+
+    def show(self, notice: str | None) -> None:
+        if notice == self._notice:
+            return
+        self._notice = notice
+        self.set_class(notice is not None, "-shown")
+        self.update(Text(one_line(notice or "", 400), no_wrap=True, overflow="ellipsis"))

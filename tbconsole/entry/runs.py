@@ -1,0 +1,111 @@
+"""`tbconsole runs [DIR]`: the run folders under DIR (default: ./runs, /tmp/harbor-tinker and the
+runs the console was opened on lately), one line each; on a terminal, then a choice to attach."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from tbconsole.entry.usage import UsageError
+
+COLUMNS = ("#", "run", "state", "trained", "reward", "started", "last event")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "runs",
+        help="list runs (folders with events.jsonl) and attach to one",
+        description="List the run folders under DIR (up to 3 levels down): state (live, paused, done, "
+        "stopped, aborted, failed, or dead: its runner died), steps trained, last reward, when it "
+        "started and when it last reported. On a terminal, then choose one to attach to.",
+    )
+    p.add_argument(
+        "dir",
+        type=Path,
+        nargs="?",
+        metavar="DIR",
+        help="where to look (default: ./runs, /tmp/harbor-tinker and the runs opened lately)",
+    )
+    p.add_argument("--theme", default=None, help="the console's theme when attaching (dark, light, or NAME)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from tbconsole.runlist import default_roots, list_runs
+
+    if args.dir is not None and not args.dir.is_dir():
+        raise UsageError(f"{args.dir}: no such folder")
+    roots = [args.dir] if args.dir is not None else default_roots()
+    runs = list_runs(roots)
+    if not runs:
+        where = args.dir if args.dir is not None else "./runs, /tmp/harbor-tinker or the runs opened lately"
+        print(f"no runs (folders with events.jsonl) in {where}")
+        return 0
+    print(table(runs, time.time()))
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return 0
+    chosen = _pick(len(runs))
+    if chosen is None:
+        return 0
+    from tbconsole.ui.cli import attach_console
+
+    return attach_console(runs[chosen].path, args.theme)
+
+
+def table(runs, now: float) -> str:
+    from tbconsole.runlist import last_reward, steps_trained
+    from tbconsole.ui.present import format_value
+
+    rows = [COLUMNS]
+    for i, info in enumerate(runs, 1):
+        state = info.state
+        rows.append(
+            (
+                str(i),
+                _shown_path(info.path),
+                info.condition,
+                f"{steps_trained(state)}/{state.total_steps or '?'}",
+                format_value(last_reward(state)),
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started)) if info.started else "–",
+                _age(now - state.last_ts) if state.last_ts else "–",
+            )
+        )
+    widths = [max(len(row[c]) for row in rows) for c in range(len(COLUMNS))]
+    right = {0, 3, 4}  # numbers
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = zip(row, widths, strict=True)
+        return "  ".join(cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(cells)).rstrip()
+
+    return "\n".join(line(row) for row in rows)
+
+
+def _age(seconds: float) -> str:
+    """How long ago, coarse past two days (runs are listed for weeks)."""
+    from tbconsole.ui.present import format_duration
+
+    return f"{seconds / 86400:.0f}d ago" if seconds >= 2 * 86400 else f"{format_duration(seconds)} ago"
+
+
+def _shown_path(path: Path) -> str:
+    """Relative to the current folder when inside it (what `tbconsole attach` takes from here)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _pick(count: int) -> int | None:
+    """The chosen run's index, or None (Enter, end of input, ctrl-c)."""
+    while True:
+        try:
+            answer = input(f"attach to [1-{count}, Enter to quit]: ").strip()
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return None
+        if not answer:
+            return None
+        if answer.isdigit() and 1 <= int(answer) <= count:
+            return int(answer) - 1
+        print(f"choose a number from 1 to {count}, or Enter to quit")
