@@ -1,3 +1,6 @@
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,35 @@ def pytest_sessionfinish(session, exitstatus):
     import logging
 
     logging.getLogger("tinker").setLevel(logging.CRITICAL)
+
+
+# A runner's lease held by a process of its own: readers (console, attach, runs) see a live runner.
+LEASE_HOLDER = """
+import json, sys, time
+from tbconsole.lease import Lease
+with Lease(sys.argv[1], json.loads(sys.argv[2])):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def hold_lease():
+    """``hold_lease(folder, command=[...]) -> Popen``: a process holding ``folder``'s runner lease
+    (killed at teardown; SIGKILL it in a test to play a runner that dies)."""
+    procs: list[subprocess.Popen] = []
+
+    def start(folder, command=("tbconsole", "demo")) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LEASE_HOLDER, str(folder), json.dumps(list(command))],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()

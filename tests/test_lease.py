@@ -4,38 +4,19 @@ SIGKILL reads as gone at once on its host (the kernel drops its lock)."""
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 from tbconsole.lease import LEASE_FILE, Lease, LeaseHeld, RunnerState, read_lease
 
-HOLDER = textwrap.dedent(
-    """
-    import sys, time
-    from tbconsole.lease import Lease
-    with Lease(sys.argv[1], ["tbconsole", "train", "config.api_key=sk-secret-123"]):
-        print("held", flush=True)
-        time.sleep(600)
-    """
-)
-
-
-def _holder(folder):
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
 
 def test_no_runner_ever(tmp_path):
     assert read_lease(tmp_path).state is RunnerState.NONE
 
 
-def test_a_second_runner_is_refused_and_a_killed_one_reads_gone(tmp_path):
-    proc = _holder(tmp_path)
+def test_a_second_runner_is_refused_and_a_killed_one_reads_gone(tmp_path, hold_lease):
+    proc = hold_lease(tmp_path, ["tbconsole", "train", "config.api_key=sk-secret-123"])
     try:
         view = read_lease(tmp_path)
         assert view.state is RunnerState.LIVE and view.pid == proc.pid

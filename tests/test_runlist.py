@@ -5,9 +5,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -20,15 +17,6 @@ from tbconsole.runlist import TAIL_BYTES, find_runs, list_runs, read_run, recent
 pytestmark = pytest.mark.timeout(60)
 
 RECORDED = Path(__file__).parent / "ui" / "fixtures" / "finished" / "events.jsonl"
-HOLDER = textwrap.dedent(
-    """
-    import sys, time
-    from tbconsole.lease import Lease
-    with Lease(sys.argv[1], ["tbconsole", "demo"]):
-        print("held", flush=True)
-        time.sleep(600)
-    """
-)
 
 
 def write_run(folder: Path, end: str | None = None, paused: bool = False) -> Path:
@@ -44,27 +32,11 @@ def write_run(folder: Path, end: str | None = None, paused: bool = False) -> Pat
     return folder
 
 
-@pytest.fixture
-def holders():
-    procs = []
-
-    def hold(folder: Path) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout.readline().strip() == "held"
-        return proc
-
-    yield hold
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
-def test_states_from_events_and_lease(tmp_path, holders):
+def test_states_from_events_and_lease(tmp_path, hold_lease):
     root = tmp_path / "runs"
-    holders(write_run(root / "live"))
-    holders(write_run(root / "team" / "paused", paused=True))
-    dead = holders(write_run(root / "dead"))
+    hold_lease(write_run(root / "live"))
+    hold_lease(write_run(root / "team" / "paused", paused=True))
+    dead = hold_lease(write_run(root / "dead"))
     os.kill(dead.pid, signal.SIGKILL)
     dead.wait()
     write_run(root / "stopped", end="stopped")

@@ -7,9 +7,7 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
-import textwrap
 import time
 import types
 
@@ -27,35 +25,7 @@ from conftest import FIXTURES, rendered, wait_for
 pytestmark = pytest.mark.timeout(60)
 
 COMMAND = ["tbconsole", "demo", "config.max_steps=3"]
-HOLDER = textwrap.dedent(
-    """
-    import json, sys, time
-    from tbconsole.lease import Lease
-    with Lease(sys.argv[1], json.loads(sys.argv[2])):
-        print("held", flush=True)
-        time.sleep(600)
-    """
-)
 RUN_COMMANDS = ("pause", "resume", "stop", "abort", "decide")
-
-
-@pytest.fixture
-def hold_lease():
-    """Starts a process that holds a run folder's lease (a runner, as far as readers can tell)."""
-    procs = []
-
-    def start(folder):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(folder), json.dumps(COMMAND)], stdout=subprocess.PIPE, text=True
-        )
-        procs.append(proc)
-        assert proc.stdout.readline().strip() == "held"
-        return proc
-
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +52,7 @@ def text_of(app, selector, width=200):
 
 async def test_a_killed_runner_reads_dead_within_seconds(tmp_path, hold_lease):
     run = run_folder(tmp_path)
-    proc = hold_lease(run)
+    proc = hold_lease(run, COMMAND)
     app = cli.attach_app(run, None)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: app.state.step == 2 and "RUNNING" in text_of(app, "#header"))
@@ -131,7 +101,7 @@ async def test_an_ended_runner_shows_how_the_run_ended(tmp_path, end, badge):
 
 def test_q_leaves_at_once_and_the_run_goes_on(tmp_path, hold_lease, monkeypatch, capsys):
     run = run_folder(tmp_path)
-    proc = hold_lease(run)
+    proc = hold_lease(run, COMMAND)
     seen = {}
 
     def run_headless(app):

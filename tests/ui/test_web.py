@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -21,16 +20,6 @@ from tbconsole.ui.web import serve
 
 pytestmark = pytest.mark.timeout(120)
 
-# A runner's lease held by a process of its own, so the run reads as live (see tests/test_lease.py).
-HOLD_LEASE = textwrap.dedent(
-    """
-    import sys, time
-    from tbconsole.lease import Lease
-    with Lease(sys.argv[1], ["tbconsole", "demo"]):
-        print("held", flush=True)
-        time.sleep(600)
-    """
-)
 SERVE = "import sys; from pathlib import Path; from tbconsole.ui.web import serve; "
 SERVE += "sys.exit(serve(Path(sys.argv[1]), None, '127.0.0.1', int(sys.argv[2])))"
 
@@ -62,7 +51,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def live_run(tmp_path):
+def live_run(tmp_path, hold_lease):
     """A run going on: started, its second batch in progress, a control inbox and a live runner's lease.
     The folder's name has a space: the command served per browser session must quote it."""
     run = RunFolder(tmp_path / "live run")
@@ -73,13 +62,8 @@ def live_run(tmp_path):
             break
     write_jsonl(events, run.events)
     run.control_inbox.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, str(run.root)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        yield run
-    finally:
-        holder.kill()
-        holder.wait()
+    hold_lease(run.root)
+    return run
 
 
 @pytest.fixture
