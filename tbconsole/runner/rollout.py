@@ -309,6 +309,10 @@ async def _run_trial(
             result = await run_harbor_trial(config, on_phase)
         except TrialNotCreated as exc:
             raise _failed(ctx, builder, run, failure(exc.exception_type, str(exc)), started) from None
+        except Exception as exc:  # noqa: BLE001 - e.g. Harbor cannot write the trial folder (a full disk)
+            # Whatever escapes Harbor is the trial's infrastructure failing: one TrialFailed like
+            # any other (never scored), not a raw error that would end the run as an ExceptionGroup.
+            raise _failed(ctx, builder, run, failure(type(exc).__name__, str(exc)), started) from exc
 
     run.turns = proxy.turns(run.trial_id)
     capture = Capture(

@@ -265,11 +265,18 @@ def test_a_disk_that_fills_mid_run_stops_it_with_one_message_and_whole_events(tm
         if run.poll() is None:
             run.kill()
             run.wait()
-    assert "Traceback" not in out, out[-3000:]
-    assert out.count("cannot write") == 1, out[-3000:]
+    assert "Traceback" not in out and "ExceptionGroup" not in out, out[-3000:]
     assert run.returncode == 1, out[-3000:]
     lines = (log / "events.jsonl").read_text().splitlines()
     assert all(json.loads(line) for line in lines), "only whole lines"
     assert json.loads(lines[-1])["kind"] == "run.ended"
     states = [e.state for e in _events(log) if e.kind == "control.changed"]
-    assert "stopping" in states, states
+    # Which write meets the full disk first is a race: the event log's (one message, then a clean
+    # stop) or a trial's (an infrastructure failure: not scored, the run ends failed naming it).
+    if "cannot write" in out:
+        assert out.count("cannot write") == 1, out[-3000:]
+        assert "stopping" in states, states
+    else:
+        ended = [e for e in _events(log) if e.kind == "trial.ended"]
+        assert ended and not any(e.scored for e in ended), ended
+        assert "No space left on device" in json.loads(lines[-1])["message"], lines[-1]
