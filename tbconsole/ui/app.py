@@ -5,7 +5,9 @@ Flow: a source (in-process bus, tailed file, list) appends events to an ``Inbox`
 thread; a timer (``refresh_hz``, 10 by default) drains it for a bounded time slice, folds the
 events into the state with the pure reducer, and redraws only the panels the events touched,
 inside ``batch_update()``. A flood of events therefore costs at most one redraw per panel per
-tick, and a long backlog is worked off over several ticks while keys stay responsive.
+tick, and a long backlog is worked off over several ticks while keys stay responsive. A screen
+that a full screen covers is not drawn; it catches up on what it missed (``catch_up``) in the
+frame that uncovers it.
 
 Commands (pause/resume/stop/abort/decide) go to ``controls``; their effect comes back as
 events like everything else. ``check_action`` keeps the footer and the palette to the actions
@@ -108,6 +110,7 @@ class ConsoleApp(App[int]):
         self._everything = True
         self._decision_shown: Any = None
         self._last_status: tuple = ()
+        self._missed: dict[Screen, tuple[set[str], bool]] = {}  # covered screens: (panels, everything)
         self.ticks = 0
         self.themes, problems = load_themes()
         for t in self.themes.values():
@@ -233,11 +236,17 @@ class ConsoleApp(App[int]):
         everything = self._everything
         self._everything = False
         now = self.now()
+        on_view = self._screens_on_view()
         with self.batch_update():
             for screen in self.screen_stack:
                 show = getattr(screen, "show", None)
-                if show is not None and screen.is_mounted:
+                if show is None or not screen.is_mounted:
+                    continue
+                if screen in on_view:
                     show(state, now, changed, everything)
+                else:
+                    missed, missed_all = self._missed.get(screen, (set(), False))
+                    self._missed[screen] = (missed | changed, missed_all or everything)
         runner = self.runner.state if self.runner is not None else None
         status = (state.status, state.pending_decision is not None, state.finished, runner)
         if status != self._last_status:
@@ -245,6 +254,24 @@ class ConsoleApp(App[int]):
             self.refresh_bindings()
         if "decision" in changed or everything:
             self._sync_decision()
+
+    def _screens_on_view(self) -> list[Screen]:
+        """The top screen and those the modals above them let show through."""
+        on_view: list[Screen] = []
+        for screen in reversed(self.screen_stack):
+            on_view.append(screen)
+            if not screen.is_modal:
+                break
+        return on_view
+
+    def catch_up(self, screen: Screen) -> None:
+        """Draw what changed while ``screen`` was covered: called as it is uncovered, so the
+        frame that shows it again is up to date."""
+        missed = self._missed.pop(screen, None)
+        show = getattr(screen, "show", None)
+        if missed is not None and show is not None:
+            with self.batch_update():
+                show(self.state, self.now(), *missed)
 
     # -- the error modal -------------------------------------------------------------------
 
@@ -327,12 +354,18 @@ class ConsoleApp(App[int]):
         self.open_decision()
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+        self._push_kept("help", HelpScreen)
 
     def action_log(self) -> None:
-        if not isinstance(self.screen, LogScreen):
-            self.push_screen(LogScreen(self.state))
+        self._push_kept("log", LogScreen)
+
+    def _push_kept(self, name: str, screen_type: type[Screen]) -> None:
+        """Open the one ``screen_type`` screen, built on first use and kept: building a screen
+        (composing, styling, laying out its content) costs more than the key may take."""
+        if not isinstance(self.screen, screen_type):
+            if not self.is_screen_installed(name):
+                self.install_screen(screen_type(), name)
+            self.push_screen(name)
 
     def action_next_theme(self) -> None:
         names = sorted(self.themes)
@@ -395,7 +428,6 @@ class ConsoleApp(App[int]):
         if t is not None and t.trial_dir:
             self.trial_dirs[trial] = t.trial_dir
         self.push_screen(TranscriptScreen(trial))
-        self.redraw()
 
     # -- replay --------------------------------------------------------------------------------
 

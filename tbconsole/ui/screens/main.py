@@ -7,11 +7,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from tbconsole.state import RunState
 from tbconsole.ui.present import runner_notice
 from tbconsole.ui.widgets.captures import CapturesPanel
+from tbconsole.ui.widgets.footer import KeyFooter
 from tbconsole.ui.widgets.gateway import GatewayPanel
 from tbconsole.ui.widgets.header import RunHeader, RunnerNotice
 from tbconsole.ui.widgets.metrics import MetricsPanel
@@ -61,11 +62,14 @@ class MainScreen(Screen):
         )
         if self.app.mode == "replay":
             yield ReplayBar(id="replaybar")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(TrialsGrid).focus()
         self.app.redraw()
+
+    def on_screen_resume(self) -> None:
+        self.app.catch_up(self)
 
     @property
     def grid(self) -> TrialsGrid:

@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tbconsole.state import RunState, TrialState, Turn
 from tbconsole.ui.present import format_count, format_duration
@@ -34,6 +34,7 @@ from tbconsole.ui.trialfiles import (
     read_capture_outputs,
 )
 from tbconsole.ui.widgets.base import Palette, palette_of
+from tbconsole.ui.widgets.footer import KeyFooter
 
 TEXT_LIMIT = 20000
 
@@ -69,7 +70,7 @@ class TranscriptScreen(Screen):
         yield Static(id="thead")
         yield VerticalScroll(id="tbody")
         yield Static(id="tstatus")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def body(self) -> VerticalScroll:
@@ -79,7 +80,8 @@ class TranscriptScreen(Screen):
         self.body.anchor()  # follow the bottom until the user scrolls up; back at the bottom: follow again
         self.body.focus()
         self.reload_files()
-        self.app.redraw()  # the first full draw happens once mounted
+        # Drawn now, not at the app's next tick: the first frame shows the whole transcript.
+        self.show(self.app.state, self.app.now(), set())
 
     def reload_files(self) -> None:
         t = self.app.state.trials.get(self.trial)
@@ -293,10 +295,14 @@ class TranscriptScreen(Screen):
 
     def rebuild(self) -> None:
         blocks = self._blocks()
+        first = not self.blocks  # mounted at once: the frame that opens the screen shows them
         self.blocks = [key for key, _ in blocks]
         t = self.app.state.trials.get(self.trial)
         self.turns_seen = len(t.transcript) if t is not None else 0
         self.done_seen = t is not None and t.done
+        if first:
+            self.body.mount_all([Static(r, classes="block") for _, r in blocks])
+            return
         # A function, not a coroutine: a render the next one replaces before it started is never awaited.
         self.run_worker(partial(self._replace, blocks), exclusive=True, group="render")
 

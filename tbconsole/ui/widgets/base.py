@@ -94,7 +94,9 @@ class Panel(Static):
 
     def show(self, state: RunState, now: float) -> None:
         self.line_help = []
-        self.update(self.render_state(state, now, palette_of(self.app)))
+        # The panel's size comes from the layout, never from its text: a repaint is enough (a
+        # layout pass redoes the whole screen's).
+        self.update(self.render_state(state, now, palette_of(self.app)), layout=False)
         self._show_help()
 
     def render_state(self, state: RunState, now: float, palette: Palette) -> RenderableType:

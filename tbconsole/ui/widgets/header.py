@@ -57,7 +57,7 @@ class RunHeader(Static):
         t.append_text(status)
         if state.end_message and state.finished and state.pending_decision is None:
             t.append(f"  {one_line(state.end_message, 80)}", style=p.muted)
-        self.update(t)
+        self.update(t, layout=False)  # one line whatever it says
 
 
 class RunnerNotice(Static):
@@ -77,4 +77,4 @@ class RunnerNotice(Static):
             return
         self._notice = notice
         self.set_class(notice is not None, "-shown")
-        self.update(Text(one_line(notice or "", 400), no_wrap=True, overflow="ellipsis"))
+        self.update(Text(one_line(notice or "", 400), no_wrap=True, overflow="ellipsis"), layout=False)

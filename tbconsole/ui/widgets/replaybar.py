@@ -31,7 +31,7 @@ class ReplayBar(Static):
         t.append("━" * filled, style=p.primary)
         t.append("━" * (width - filled), style=p.muted)
         t.append(f" {replay.position}/{len(replay.events)} events", style=p.muted)
-        self.update(t)
+        self.update(t, layout=False)  # one line whatever it says
 
     def _bar_width(self) -> int:
         return max(10, (self.size.width or 80) - 50)
