@@ -1,4 +1,5 @@
-"""Run control: pause after the batch, resume, stop cleanly, abort, and decisions on errors.
+"""Run control: pause after the batch, resume, stop cleanly, abort, decisions on errors, and
+cancelling one running trial (``cancel_trial``).
 
 Two ways in, one state machine:
 - in process, the console calls ``RunControl`` methods directly;
@@ -17,15 +18,16 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tbconsole import atomic
 from tbconsole.enums import ControlState, RunStatus
-from tbconsole.events import ControlChanged, DecisionMade, Event
+from tbconsole.events import ControlChanged, DecisionMade, Event, LogLine
 from tbconsole.runfolder import RunFolder
 
-COMMANDS = ("pause", "resume", "stop", "abort", "decide")
+COMMANDS = ("pause", "resume", "stop", "abort", "decide", "cancel_trial")
 DECISIONS = ("abort", "retry_group")
 # Once a run has ended (finish), no command applies any more.
 ENDED = (RunStatus.DONE, RunStatus.FAILED)
@@ -53,6 +55,8 @@ class RunControl:
         self._before_decision: ControlState | RunStatus = ControlState.RUNNING
         self.abort_requested = asyncio.Event()
         self.stop_requested = False
+        self._running_trials: dict[str, Callable[[], None]] = {}  # trial id -> how to cancel it
+        self._ended_trials: set[str] = set()
 
     def _set(self, state: ControlState | RunStatus, reason: str | None = None) -> None:
         self.state = state
@@ -95,14 +99,41 @@ class RunControl:
             raise ControlError("no decision is pending")
         self._decision.set_result(decision)
 
+    def cancel_trial(self, trial: str) -> None:
+        """Cancel one running (or queued) trial: its sandbox is stopped and it ends as cancelled
+        by the user, never scored; its group then raises like any infrastructure failure."""
+        if self.state in (ControlState.ABORTING, *ENDED):
+            raise ControlError(f"cannot cancel a trial while {self.state}")
+        cancel = self._running_trials.get(trial)
+        if cancel is None:
+            if trial in self._ended_trials:
+                raise ControlError(f"trial {trial} has already ended: nothing to cancel")
+            raise ControlError(f"no trial {trial!r} is running")
+        self._publish(LogLine(level="warning", message=f"trial {trial}: cancelling (requested)"))
+        cancel()
+
     def apply(self, command: str, argument: str | None = None) -> None:
         """Dispatch a command by name (the control inbox and the console's palette)."""
         if command not in COMMANDS:
             raise ControlError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
         if command == "decide":
             self.decide(argument or "")
+        elif command == "cancel_trial":
+            self.cancel_trial(argument or "")
         else:
             getattr(self, command)()
+
+    # -- what the runner tells it ----------------------------------------------------------
+
+    @contextmanager
+    def trial_running(self, trial: str, cancel: Callable[[], None]) -> Iterator[None]:
+        """While the block runs, ``cancel_trial(trial)`` calls ``cancel`` (on the runner's loop)."""
+        self._running_trials[trial] = cancel
+        try:
+            yield
+        finally:
+            self._running_trials.pop(trial, None)
+            self._ended_trials.add(trial)
 
     # -- what the runner awaits ------------------------------------------------------------
 

@@ -19,18 +19,19 @@ class TrialPhase(StrEnum):
 
 
 class TrialOutcome(StrEnum):
-    """How a trial ended (``trial.ended``). Only AGENT_ERROR is not scored: an infrastructure
-    failure is never a reward."""
+    """How a trial ended (``trial.ended``). AGENT_ERROR and CANCELLED are not scored: an
+    infrastructure failure, or a trial the user cancelled, is never a reward."""
 
     SUBMITTED = "Submitted"
     TIME_LIMIT = "TimeLimitExceeded"
     SEQUENCE_LIMIT = "SequenceLengthLimitExceeded"
     OUTPUT_LIMIT = "OutputTokenLimitExceeded"
     AGENT_ERROR = "AgentError"
+    CANCELLED = "CancelledByUser"  # cancelled from a console (x): its group raises like any failure
 
     @property
     def scored(self) -> bool:
-        return self is not TrialOutcome.AGENT_ERROR
+        return self not in (TrialOutcome.AGENT_ERROR, TrialOutcome.CANCELLED)
 
 
 class ControlState(StrEnum):
@@ -52,3 +53,11 @@ class RunStatus(StrEnum):
     STOPPED = "stopped"
     ABORTED = "aborted"
     FAILED = "failed"
+
+
+class AdvisorySeverity(StrEnum):
+    """How much an advisory matters (``advisory.raised``), least first."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"

@@ -213,11 +213,6 @@ class ProxyRequest(Event):
     sample_ms: float | None = None
     total_ms: float | None = None
     error: str | None = None  # why it was rejected / failed
-    # For the console's live transcript (optional; a writer may leave them out): the reply's
-    # text, and the request's messages that are new since the trial's previous request (tool
-    # output, user turns) as [{"role": ..., "content": str}]. Plain text, cut to a few KB.
-    output_text: str | None = None
-    messages: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,6 +296,36 @@ class DecisionMade(Event):
     by: str  # headless-default | console | control-file
 
 
+# -- advisories ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvisoryRaised(Event):
+    """A condition the user should look at before it costs the run (``tbconsole.advisories``).
+    Raised again with the same key, it replaces the earlier one (a new value, a new message)."""
+
+    kind: ClassVar[str] = "advisory.raised"
+    key: str  # stable identity of the condition, e.g. "no-signal:step=3"
+    rule: str  # the rule that fired, e.g. "no-signal"
+    severity: str  # an AdvisorySeverity value
+    message: str  # one line: what is wrong and what to look at
+    threshold: str  # the threshold that fired, as a user sets it, e.g. "no_signal_share >= 0.5"
+    value: float | None = None  # the measured value the threshold was compared with
+    step: int | None = None
+    group: int | None = None
+    trial: str | None = None
+    metric: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvisoryCleared(Event):
+    """A raised advisory whose condition no longer holds."""
+
+    kind: ClassVar[str] = "advisory.cleared"
+    key: str
+    message: str  # one line: what cleared it
+
+
 @dataclass(frozen=True, kw_only=True)
 class LogLine(Event):
     kind: ClassVar[str] = "log"
@@ -374,6 +399,11 @@ KEPT_WHEN_FAILING = frozenset(
         "batch.ended",
         "group.ended",
         "log",
+        # Few (one per condition, raised again only when it changes) and short; the disk
+        # advisory explains the end of a run whose disk filled, and a raise kept without its
+        # clear would leave a condition standing in replay.
+        "advisory.raised",
+        "advisory.cleared",
     }
 )
 # "This filesystem has no room": reported through on_write_error, never raised.

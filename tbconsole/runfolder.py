@@ -7,8 +7,10 @@ reads the same paths through this module, so a rename can never leave a reader b
       events.jsonl                          every typed event, one JSON object per line
       logs.log                              the cookbook's log lines and tracebacks
       runner.log                            a detached runner's stdout and stderr (its progress log)
+      timing_spans.jsonl                    the cookbook's per-step timing spans (the console's timeline)
       control/inbox/                        commands from attached consoles (pause, stop, …)
       capture/step_000003/group_001[-rN]/   one capture file per trial attempt: <trial>.jsonl
+      trainer_logprobs/step_000003/group_001[-rN]/   the trainer's log-probs of its sampled tokens, per turn
       trials/step_000003/<trial>/           Harbor's trial folders (unless trial.json names one)
       heldout/                              the held-out evaluation's own run folder
       engine/                               the embedded engine's data (demo)
@@ -23,8 +25,10 @@ from pathlib import Path
 EVENTS_FILE = "events.jsonl"
 LOG_FILE = "logs.log"
 RUNNER_LOG = "runner.log"
+TIMING_SPANS = "timing_spans.jsonl"  # written by the cookbook's training loop
 CONTROL_INBOX = Path("control") / "inbox"
 CAPTURE_DIR = "capture"
+TRAINER_LOGPROBS_DIR = "trainer_logprobs"
 TRIALS_DIR = "trials"
 HELDOUT_DIR = "heldout"
 ENGINE_DIR = "engine"
@@ -75,6 +79,10 @@ class RunFolder:
         return self.root / RUNNER_LOG
 
     @property
+    def timing_spans(self) -> Path:
+        return self.root / TIMING_SPANS
+
+    @property
     def control_inbox(self) -> Path:
         return self.root / CONTROL_INBOX
 
@@ -95,6 +103,13 @@ class RunFolder:
     def capture_file(self, step: int, group: int, trial: str) -> Path:
         """The capture file of one trial attempt (the attempt is read from the trial id)."""
         return self.capture_group(step, group, attempt_of(trial)) / f"{trial}.jsonl"
+
+    def trainer_logprobs_file(self, step: int, group: int, trial: str) -> Path:
+        """The trainer's per-token log-probs of one trial attempt's captured turns (written when
+        its step trains), laid out like ``capture_file``."""
+        return (
+            self.root / TRAINER_LOGPROBS_DIR / step_name(step) / f"group_{group:03d}{attempt_suffix(attempt_of(trial))}"
+        ) / f"{trial}.jsonl"
 
     def trials(self, step: int) -> Path:
         """Where Harbor's trial folders go when trial.json names no ``trials_dir``."""

@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,44 @@ def hold_lease():
     for proc in procs:
         proc.kill()
         proc.wait()
+
+
+# -- a real demo run, recorded once per test session ----------------------------------------------
+
+DEMO_RUN_STEPS = 2
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """The run folder of a real, finished `tbconsole demo --headless` (DEMO_RUN_STEPS steps on the
+    embedded default: real engine, Harbor trials in the local sandbox, mini-swe-agent through the
+    capture proxy, PPO updates). Recorded once per test session and shared: tests read it, never
+    write to it. Tests that use it need the sandbox (mark them ``root``).
+
+    ``TBCONSOLE_TEST_DEMO_RUN=<run folder>`` reuses a folder recorded earlier (for development;
+    CI records its own, so a change to what a run writes is always what the tests see)."""
+    reuse = os.environ.get("TBCONSOLE_TEST_DEMO_RUN")
+    if reuse:
+        return Path(reuse)
+    problem = sandbox_problem()
+    if problem is not None:
+        pytest.skip(f"local sandbox unavailable here: {problem}")
+    log = tmp_path_factory.mktemp("demo-run") / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tbconsole",
+            "demo",
+            "--headless",
+            f"config.log_path={log}",
+            f"config.max_steps={DEMO_RUN_STEPS}",
+            f"config.eval_every={DEMO_RUN_STEPS}",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=1200,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return log

@@ -86,7 +86,7 @@ def request(i: int, text_bytes: int = 1000) -> ProxyRequest:
         status=200,
         captured=True,
         turn=i,
-        output_text="x" * text_bytes,
+        error="x" * text_bytes,  # a long field: the event's size is what the disk sees
     )
 
 

@@ -8,7 +8,10 @@ from tbconsole.entry.usage import Parser
 
 BENCHMARKS = {
     "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
-    "console": ("tbconsole.ui.bench", "console: events/s ingested, UI lag, memory, attach's first frame"),
+    "console": (
+        "tbconsole.ui.bench",
+        "console: events/s ingested, UI lag, memory, attach's first frame; a 200-turn transcript's first screen",
+    ),
     "proxy": (
         "tbconsole.bench.proxy",
         "capture proxy: overhead per call vs a bare aiohttp handler; incremental vs full render",

@@ -20,7 +20,8 @@ from tbconsole.entry.usage import USAGE_EXIT
 
 DETACHED_DECISION_TIMEOUT = 1800.0  # seconds an error waits in a detached runner for a console to decide
 
-USAGE = """usage: tbconsole train KEY=VALUE ... [--headless | --detach] [--decision-timeout=SECONDS] [--theme=NAME]
+USAGE = """usage: tbconsole train KEY=VALUE ... [--headless | --detach] [--decision-timeout=SECONDS] [--notify=CMD]
+       [--theme=NAME]
 
 On a terminal the run starts in a process of its own and the console opens over it; quitting
 the console (or closing the terminal) leaves the run going: `tbconsole attach LOG_PATH` opens
@@ -32,6 +33,12 @@ aborts on a second one.
 --decision-timeout=SECONDS: how long an error that needs a decision (abort, or retry the group)
 waits for one from a console before the default, abort, is taken (default: 1800 for a run in a
 process of its own, 0 for --headless).
+
+--notify=CMD (or --notify CMD; the same as harbor.notify=CMD): run CMD through the shell with a
+short JSON object on stdin when the run needs a decision, ends (done, stopped, aborted, failed) or
+raises an advisory of severity error; fields: event, run, log_path, step, message, ts. CMD is
+killed after 10 s and never affects the run. Example:
+  --notify='notify-send tbconsole "$(jq -r .message)"'
 
 The Terminal-Bench 2 recipe: config.* is tinker_cookbook.rl.train.Config (native names and
 defaults), config.dataset_builder.{tasks_dir, groups_per_batch=4, group_size=4, epochs=1},
@@ -85,11 +92,14 @@ class RunFlags:
         return [] if self.decision_timeout is None else [f"--decision-timeout={self.decision_timeout:g}"]
 
 
-FLAGS_HELP = "--headless, --detach, --decision-timeout=SECONDS, --theme=NAME, --help"
+FLAGS_HELP = "--headless, --detach, --decision-timeout=SECONDS, --notify=CMD, --theme=NAME, --help"
+NOTIFY_KEY = "harbor.notify"  # what --notify sets
 
 
 def split_flags(argv: list[str]) -> tuple[list[str], RunFlags]:
-    """KEY=VALUE arguments and the flags; a flag that is unknown or has a bad value: FlagError."""
+    """KEY=VALUE arguments and the flags; a flag that is unknown or has a bad value: FlagError.
+    ``--notify CMD`` becomes the key ``harbor.notify=CMD`` (a detached runner and a resume keep it)."""
+    argv = _notify_as_key(argv)
     flags = RunFlags()
     for arg in argv:
         name, has_value, value = arg.partition("=")
@@ -116,6 +126,23 @@ def split_flags(argv: list[str]) -> tuple[list[str], RunFlags]:
 
 class FlagError(ValueError):
     """A bad ``--`` flag: message, exit 2."""
+
+
+def _notify_as_key(argv: list[str]) -> list[str]:
+    """``--notify=CMD`` and ``--notify CMD`` → ``harbor.notify=CMD``."""
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--notify":
+            command = next(args, None)
+            if command is None or command.startswith("--"):
+                raise FlagError("--notify takes a command: --notify='notify-send tbconsole \"$(jq -r .message)\"'")
+            out.append(f"{NOTIFY_KEY}={command}")
+        elif arg.startswith("--notify="):
+            out.append(f"{NOTIFY_KEY}={arg.removeprefix('--notify=')}")
+        else:
+            out.append(arg)
+    return out
 
 
 def _seconds(value: str) -> float:

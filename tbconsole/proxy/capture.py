@@ -5,7 +5,10 @@ Layout: ``<capture_dir>/<trial_id>.jsonl``, one line per turn, in order. A line:
     {"v": 1, "trial": "...", "turn": 3, "prompt_len": 5120, "prompt_shared": 4800,
      "prompt_tail": [...], "output": [...], "logprobs": [...], "stop_reason": "stop",
      "api": "openai", "started_at": 1732900000.1, "sample_ms": 812.5, "max_tokens": 8192,
-     "temperature": 0.8}
+     "temperature": 0.8, "messages": [...], "reply": {...}}
+
+``messages`` and ``reply`` are the turn's text, for viewers only: ``tbconsole.capturefile`` reads
+them and documents their fields.
 
 ``prompt_shared`` is how many leading tokens this prompt shares with the previous turn's prompt,
 ``prompt_tail`` the rest (turn 0 shares nothing): an agent's prompts mostly repeat each other,
@@ -35,7 +38,7 @@ from typing import Any
 
 import orjson
 
-CAPTURE_VERSION = 1
+from tbconsole.capturefile import CAPTURE_VERSION
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class CapturedTurn:
     sample_ms: float
     max_tokens: int
     temperature: float
+    # The turn's text for viewers (``tbconsole.capturefile``): new messages and the parsed reply.
+    text: dict[str, Any] | None = None
 
 
 class CaptureError(Exception):
@@ -129,6 +134,8 @@ class CaptureWriter:
             "max_tokens": turn.max_tokens,
             "temperature": turn.temperature,
         }
+        if turn.text:
+            record.update(turn.text)
         line = orjson.dumps(record) + b"\n"
         fd = self._open()
         view = memoryview(line)

@@ -36,6 +36,7 @@ from tbconsole.proxy.render import full_render, message_chars
 from tbconsole.proxy.reply import parse_reply
 from tbconsole.proxy.sampling import Sampled, client_error, describe, sample_once
 from tbconsole.proxy.trials import Trial, TurnNotPersisted
+from tbconsole.proxy.turn_text import reply_view
 
 log = logging.getLogger("tbconsole.proxy")
 
@@ -101,6 +102,7 @@ class Pipeline:
         self._thread_name = thread_name
         self._executor: ThreadPoolExecutor | None = None
         stops = renderer.get_stop_sequences()
+        self._tokenizer = tokenizer
         self._stop_strings = [s if isinstance(s, str) else tokenizer.decode([s]) for s in stops]
         self._default_stop = list(stops)
 
@@ -158,7 +160,7 @@ class Pipeline:
         if chat.stream:
             await exchange.open_stream(answer, len(prompt), keepalive=True)
         sampled = await self._sample(trial, prompt, params, out)
-        turn = self._capture(trial, chat, prompt, sampled, plan, out)
+        reply: ChatReply | None = None
         try:
             reply = parse_reply(
                 trial.renderer.working,
@@ -169,10 +171,23 @@ class Pipeline:
                 stops=chat.stop,
                 tools_offered=chat.tool_choice != "none",
             )
-        except Exception as exc:  # noqa: BLE001 - the renderer could not parse the sample
-            log.warning("trial %s turn %s: unparseable sample: %s", trial.id, turn, exc)
-            raise ProxyError(502, f"the model's response could not be parsed: {str(exc)[:300]}") from None
+            unparsed = None
+        except Exception as exc:  # noqa: BLE001 - the renderer could not parse the sample: still captured
+            unparsed = exc
+        # The turn's text rides in its capture line, for the console's live transcript.
+        text = trial.conversation.new_messages(chat.messages)
+        text["reply"] = reply_view(reply, self._decode(sampled.tokens) if reply is None else "", _why(unparsed))
+        turn = self._capture(trial, chat, prompt, sampled, plan, out, text)
+        if reply is None:
+            log.warning("trial %s turn %s: unparseable sample: %s", trial.id, turn, unparsed)
+            raise ProxyError(502, f"the model's response could not be parsed: {str(unparsed)[:300]}")
         await exchange.send(answer, reply)
+
+    def _decode(self, tokens: list[int]) -> str:
+        try:
+            return str(self._tokenizer.decode(tokens))
+        except Exception:  # noqa: BLE001 - only for showing an unparseable sample
+            return f"[{len(tokens)} tokens that could not be decoded]"
 
     async def _render(self, chars: int, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, on the proxy's thread pool when it tokenizes ``chars`` or more."""
@@ -226,7 +241,14 @@ class Pipeline:
                 log.exception("on_sampler_error failed")
 
     def _capture(
-        self, trial: Trial, chat: ChatRequest, prompt: list[int], sampled: Sampled, plan: _Plan, out: Outcome
+        self,
+        trial: Trial,
+        chat: ChatRequest,
+        prompt: list[int],
+        sampled: Sampled,
+        plan: _Plan,
+        out: Outcome,
+        text: dict[str, Any] | None = None,
     ) -> int:
         """Persist the sampled turn, before anything can go wrong in parsing it; its index."""
         index = len(trial.turns)
@@ -249,6 +271,7 @@ class Pipeline:
             sample_ms=out.sample_ms or 0.0,
             max_tokens=plan.max_tokens,
             temperature=plan.temperature,
+            text=text,
         )
         try:
             trial.record(turn)
@@ -269,6 +292,10 @@ def _client_input(parse: Callable[..., Any], body: Any, *args: Any) -> Any:
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as exc:
         log.debug("capture proxy: malformed request: %s", describe(exc), exc_info=True)
         raise ProxyError(400, f"malformed request: {describe(exc, 200)}") from None
+
+
+def _why(exc: BaseException | None) -> str | None:
+    return None if exc is None else f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
 def elapsed_ms(t0: float) -> float:

@@ -24,6 +24,7 @@ from tbconsole.proxy.chat import ChatRequest, ConversionCache
 from tbconsole.proxy.errors import ProxyError
 from tbconsole.proxy.keys import TrialKeys
 from tbconsole.proxy.render import IncrementalRenderer
+from tbconsole.proxy.turn_text import ConversationCursor
 
 log = logging.getLogger("tbconsole.proxy")
 
@@ -101,6 +102,7 @@ class Trial:
         self.lock = asyncio.Lock()
         self.renderer = IncrementalRenderer(renderer, incremental=incremental)
         self.conversion = ConversionCache()
+        self.conversation = ConversationCursor()  # what each captured request added, for its text
         self.writer = writer
         self.renders_at_capture = -1  # renderer.render_count right after the last captured turn
         self.turns: list[_StoredTurn] = []
@@ -127,7 +129,7 @@ class Trial:
             raise TurnNotPersisted(f"turn {turn.turn} could not be persisted: {type(exc).__name__}: {exc}") from exc
         self.turns.append(
             _StoredTurn(
-                meta=dataclasses.replace(turn, prompt_tokens=[], output_tokens=[], logprobs=[]),
+                meta=dataclasses.replace(turn, prompt_tokens=[], output_tokens=[], logprobs=[], text=None),
                 shared=shared,
                 prompt_tail=tuple(turn.prompt_tokens[shared:]),
                 output=tuple(turn.output_tokens),

@@ -29,9 +29,12 @@ class TrialNotCreated(RuntimeError):
         self.exception_type = type(exc).__name__
 
 
-async def run_harbor_trial(config: Any, on_phase: PhaseCallback | None = None) -> Any:
+async def run_harbor_trial(
+    config: Any, on_phase: PhaseCallback | None = None, on_created: Callable[[Any], None] | None = None
+) -> Any:
     """Run a Harbor ``TrialConfig`` and return its ``TrialResult``. Returns only once the trial's
-    sandbox is gone, also when cancelled (errors: TrialNotCreated)."""
+    sandbox is gone, also when cancelled (errors: TrialNotCreated). ``on_created(trial)``: once
+    Harbor has made the trial (its resolved timeouts are known), before it runs."""
     from harbor.trial.hooks import TrialEvent
     from harbor.trial.trial import Trial
 
@@ -39,6 +42,8 @@ async def run_harbor_trial(config: Any, on_phase: PhaseCallback | None = None) -
         trial = await Trial.create(config)
     except Exception as exc:  # a task or environment definition Harbor refuses
         raise TrialNotCreated(exc) from exc
+    if on_created is not None:
+        on_created(trial)
     if on_phase is not None:
         for harbor_event, phase in HARBOR_PHASES.items():
             trial.add_hook(TrialEvent(harbor_event), _announce(on_phase, phase))

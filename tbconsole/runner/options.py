@@ -1,5 +1,6 @@
 """The recipe's command line: ``config.*`` (the cookbook's ``rl.train.Config``, native names and
-defaults) and ``harbor.*`` — the same ``KEY=VALUE`` arguments as ``python -m tinker_agent.train``.
+defaults) and ``harbor.*`` — the same ``KEY=VALUE`` arguments as ``python -m tinker_agent.train`` —
+plus tbconsole's own ``advise.*`` (the advisories' thresholds, ``tbconsole.advisories.thresholds``).
 
 Parsed with chz, exactly as the cookbook's own entrypoints are, so every ``config.*`` field and
 its ``--help`` listing come from the cookbook itself. The recipe's own rules are enforced here
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 import chz
 from tinker_cookbook.rl import train as rl_train
 
+from tbconsole.advisories import Thresholds
+from tbconsole.advisories import problems as threshold_problems
 from tbconsole.runner.dataset import HarborDatasetBuilder
 
 RECIPE_NAME = "tbconsole_terminal_bench"
@@ -39,12 +42,17 @@ class HarborOptions:
     # policy every config.eval_every batches and after the last (metrics eval/heldout/*).
     eval_tasks_dir: str | None = None
     eval_group_size: int = 2  # trials per held-out task
+    # Not in the upstream recipe: a shell command run with a short JSON on stdin when the run needs
+    # a decision, ends, or raises an error advisory (tbconsole.notify); `--notify CMD` sets it too.
+    notify: str | None = None
 
 
 @chz.chz
 class TrainArgs:
     config: rl_train.Config
     harbor: HarborOptions
+    # Not in the upstream recipe: the advisories' thresholds (advise.kl_max=0.02, advise.off=disk).
+    advise: Thresholds = chz.field(default_factory=Thresholds)
 
 
 DEFAULTS = {
@@ -137,6 +145,9 @@ def check(args: TrainArgs) -> None:
             "config.kl_reference_config.base_model (for example the same model as "
             "config.model_name)."
         )
+    bad_thresholds = threshold_problems(args.advise)
+    if bad_thresholds:
+        raise OptionsError("; ".join(bad_thresholds) + " (see the README's Advisories section).")
     if config.async_config is not None or config.stream_minibatch_config is not None:
         raise OptionsError(
             "The recipe trains synchronously (on-policy): leave config.async_config "

@@ -36,6 +36,7 @@ NO_MODEL_CALL = "NoModelCall"
 GATEWAY_DOWN = "GatewayUnavailable"
 CAPTURE_LOST = "CaptureLost"
 MISSING_LOGPROBS = "MissingLogprobs"
+CANCELLED_BY_USER = TrialOutcome.CANCELLED.value  # the user cancelled the trial (cancel_trial)
 
 
 class TrialFailed(RuntimeError):
@@ -64,6 +65,17 @@ class Outcome:
 def failure(exception_type: str, message: str | None) -> Outcome:
     """An outcome that is not scored."""
     return Outcome(TrialOutcome.AGENT_ERROR, None, exception_type, message)
+
+
+def cancelled_by_user() -> Outcome:
+    """A trial the user cancelled (``cancel_trial``): not scored, and its group raises."""
+    return Outcome(
+        TrialOutcome.CANCELLED,
+        None,
+        CANCELLED_BY_USER,
+        "the trial was cancelled by request (its sandbox stopped); the group's other trials were "
+        "cancelled too and nothing of the group is scored",
+    )
 
 
 @dataclass(frozen=True)

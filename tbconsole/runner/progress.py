@@ -7,6 +7,9 @@ import time
 from typing import TextIO
 
 from tbconsole import events as ev
+from tbconsole.advisories import Thresholds
+
+SOLVED_REWARD = Thresholds().solved_reward  # the no-signal advisory's default: reward 1 is solved
 
 METRIC_LABELS = (
     ("env/all/reward/total", "reward"),
@@ -56,7 +59,7 @@ class ProgressLog:
                 )
             case ev.GroupEnded():
                 rewards = " ".join("-" if r is None else f"{r:g}" for r in event.rewards)
-                same = " (all equal: no signal)" if event.ok and len(set(event.rewards)) == 1 else ""
+                same = _no_signal(event.rewards) if event.ok else ""
                 calls = self.requests.get((event.step, event.group), 0)
                 self._print(
                     f"step {event.step} group {event.group}: rewards [{rewards}]{same}, {calls} model calls"
@@ -90,8 +93,22 @@ class ProgressLog:
                 self._print(f"decision: {event.decision} ({event.by})")
             case ev.ControlChanged():
                 self._print(f"control: {event.state}" + (f" — {event.reason}" if event.reason else ""))
+            case ev.AdvisoryRaised():
+                self._print(f"advisory {event.severity} [{event.rule}]: {event.message} ({event.threshold})")
+            case ev.AdvisoryCleared():
+                self._print(f"advisory cleared [{event.key}]: {event.message}")
             case ev.LogLine():
                 self._print(f"{event.level}: {event.message}")
             case ev.RunEnded():
                 message = f": {event.message}" if event.message else ""
                 self._print(f"run {event.status} at step {event.step}{message}")
+
+
+def _no_signal(rewards: list[float | None]) -> str:
+    """A group whose trials all got the same reward: success (all solved) or not, never just
+    "no signal" — all-solved is what training aims for."""
+    if len(set(rewards)) != 1 or rewards[0] is None:
+        return ""
+    if rewards[0] >= SOLVED_REWARD:
+        return " (all solved: no signal left)"
+    return " (all failed: no signal)" if rewards[0] <= 0 else " (all equal: no signal)"

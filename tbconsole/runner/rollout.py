@@ -44,10 +44,11 @@ from tbconsole.events import (
     TrialEnded,
 )
 from tbconsole.events import TrialPhase as TrialPhaseChanged
+from tbconsole.runner.cancel import CancelledByUser, TrialCancel
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
 from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
-from tbconsole.runner.outcomes import GATEWAY_DOWN, Capture, Outcome, TrialFailed, failure, judge
+from tbconsole.runner.outcomes import GATEWAY_DOWN, Capture, Outcome, TrialFailed, cancelled_by_user, failure, judge
 from tbconsole.runner.trials import TrialTemplate
 
 
@@ -73,6 +74,8 @@ class RunContext:
     decision_timeout: float | None = 0  # 0: headless (take the default at once)
     dataset: Any = None  # HarborDataset, to announce each batch's groups
     gateway: GatewayWatch | None = None  # None: nobody watches (tests with scripted samplers)
+    # (trial id, Harbor's Trial) as each trial is created: the advisories learn its agent timeout.
+    on_trial_created: Callable[[str, Any], None] | None = None
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
     _groups: set[asyncio.Task] = field(default_factory=set)  # groups running now (any batch)
 
@@ -278,41 +281,65 @@ async def _fail_when_gateway_down(ctx: RunContext, builder: HarborGroupBuilder) 
 async def _run_trial(
     ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun, limit: asyncio.Semaphore
 ) -> None:
-    step, group = builder.batch, builder.group
-    async with limit:
-        cred = proxy.register_trial(
-            run.trial_id, context_window=ctx.template.proxy.context_window, temperature=ctx.template.proxy.temperature
-        )
-        config = ctx.template.config_for(
-            builder.task_dir.resolve(),
-            run.trial_id,
-            cred.proxy_url,
-            cred.api_key,
-            default_trials_dir=ctx.folder.trials(step),
-        )
-        run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
-        started = time.monotonic()
-
-        async def on_phase(phase: TrialPhase) -> None:
-            ctx.publish(
-                TrialPhaseChanged(
-                    step=step,
-                    group=group,
-                    trial=run.trial_id,
-                    phase=phase,
-                    task=builder.task_name,
-                    trial_dir=run.trial_dir,
-                )
-            )
-
+    """One trial, queued for a slot of its group, then run; the user may cancel it at any point
+    (``RunControl.cancel_trial``): it then ends as cancelled and its group raises."""
+    cancel = TrialCancel()
+    queued = time.monotonic()
+    with ctx.control.trial_running(run.trial_id, cancel.request):
         try:
-            result = await run_harbor_trial(config, on_phase)
-        except TrialNotCreated as exc:
-            raise _failed(ctx, builder, run, failure(exc.exception_type, str(exc)), started) from None
-        except Exception as exc:  # noqa: BLE001 - e.g. Harbor cannot write the trial folder (a full disk)
-            # Whatever escapes Harbor is the trial's infrastructure failing: one TrialFailed like
-            # any other (never scored), not a raw error that would end the run as an ExceptionGroup.
-            raise _failed(ctx, builder, run, failure(type(exc).__name__, str(exc)), started) from exc
+            await cancel.run(limit.acquire())
+            try:
+                await _run_admitted(ctx, builder, proxy, run, cancel)
+            finally:
+                limit.release()
+        except CancelledByUser:
+            raise _failed(ctx, builder, run, cancelled_by_user(), queued) from None
+
+
+async def _run_admitted(
+    ctx: RunContext, builder: HarborGroupBuilder, proxy, run: TrialRun, cancel: TrialCancel
+) -> None:
+    """The trial, holding a slot of its group: run in Harbor, then judged."""
+    step, group = builder.batch, builder.group
+    cred = proxy.register_trial(
+        run.trial_id, context_window=ctx.template.proxy.context_window, temperature=ctx.template.proxy.temperature
+    )
+    config = ctx.template.config_for(
+        builder.task_dir.resolve(),
+        run.trial_id,
+        cred.proxy_url,
+        cred.api_key,
+        default_trials_dir=ctx.folder.trials(step),
+    )
+    run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
+    started = time.monotonic()
+
+    async def on_phase(phase: TrialPhase) -> None:
+        ctx.publish(
+            TrialPhaseChanged(
+                step=step,
+                group=group,
+                trial=run.trial_id,
+                phase=phase,
+                task=builder.task_name,
+                trial_dir=run.trial_dir,
+            )
+        )
+
+    try:
+        created = ctx.on_trial_created
+        on_created = None if created is None else (lambda trial: created(run.trial_id, trial))
+        result = await cancel.run(run_harbor_trial(config, on_phase, on_created))
+    except CancelledByUser:
+        raise _failed(ctx, builder, run, cancelled_by_user(), started) from None
+    except TrialNotCreated as exc:
+        raise _failed(ctx, builder, run, failure(exc.exception_type, str(exc)), started) from None
+    except Exception as exc:  # noqa: BLE001 - e.g. Harbor cannot write the trial folder (a full disk)
+        # Whatever escapes Harbor is the trial's infrastructure failing: one TrialFailed like
+        # any other (never scored), not a raw error that would end the run as an ExceptionGroup.
+        raise _failed(ctx, builder, run, failure(type(exc).__name__, str(exc)), started) from exc
+    if cancel.requested:  # Harbor swallowed the cancel while it stopped the sandbox, and returned
+        raise _failed(ctx, builder, run, cancelled_by_user(), started)
 
     run.turns = proxy.turns(run.trial_id)
     capture = Capture(

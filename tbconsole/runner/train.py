@@ -15,7 +15,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -38,12 +38,15 @@ from tbconsole.events import (
     StepMetrics,
     redact,
 )
+from tbconsole.notify import Notifier
 from tbconsole.runner import health
+from tbconsole.runner.advise import AdvisoryWatcher
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
+from tbconsole.runner.trainer_logprobs import RecordingStrategy, RecordingTrainingClient, TrainerLogprobs
 from tbconsole.runner.trials import load_template
 
 logger = logging.getLogger(__name__)
@@ -127,7 +130,24 @@ async def main(
 ) -> RunResult:
     """The run. ``decision_timeout``: how long an error that needs a decision waits for one
     (0: the default at once, None: for ever); ``stop_cause`` says why a stop or abort was asked
-    for when the run's end message should tell (a signal)."""
+    for when the run's end message should tell (a signal). With ``harbor.notify`` set, its
+    command hears of decisions, advisories of severity error and the run's end."""
+    command = parsed.args.harbor.notify
+    if not command:
+        return await _run(parsed, bus, control, decision_timeout, stop_cause)
+    log_path = Path(parsed.args.config.log_path)
+    notifier = Notifier(command, log_path, lambda message: bus.publish(LogLine(level="warning", message=message)))
+    unsubscribe = bus.subscribe(notifier)
+    try:
+        return await _run(parsed, bus, control, decision_timeout, stop_cause)
+    finally:
+        unsubscribe()
+        await asyncio.to_thread(notifier.close)  # the run's end goes out before the process exits
+
+
+async def _run(
+    parsed: ParsedArgs, bus: EventBus, control: RunControl, decision_timeout: float | None, stop_cause: StopCause
+) -> RunResult:
     args = parsed.args
     config: rl_train.Config = args.config
     harbor = args.harbor
@@ -163,7 +183,9 @@ async def main(
     )
     # The recipe's rollout strategy goes straight to the loop (not into the config, which the
     # cookbook deep-copies for config.json).
-    strategy = HarborRolloutStrategy(ctx)
+    # The trainer's per-token log-probs, which the training step gets anyway, go beside the captures.
+    trainer_logprobs = TrainerLogprobs(ctx.folder)
+    strategy = RecordingStrategy(HarborRolloutStrategy(ctx), trainer_logprobs)
     config = chz.replace(config, renderer_name=renderer_name)
 
     ml_logger = ml_log.setup_logging(
@@ -213,6 +235,10 @@ async def main(
         store=ml_logger.store,
         publish=publish,
     )
+    # The advisories see the run from its start; their task joins the background ones below.
+    advice = AdvisoryWatcher(publish, args.advise, log_path)
+    stop_advice = bus.subscribe(advice)
+    ctx.on_trial_created = advice.trial_created
     publish(
         RunStarted(
             run_id=uuid.uuid4().hex[:12],
@@ -225,7 +251,7 @@ async def main(
             groups_per_batch=dataset.groups_per_batch,
             group_size=dataset.group_size,
             tasks=[p.name for p in dataset.tasks],
-            config=redact({"config": _plain(args.config), "harbor": _plain(harbor)}),
+            config=redact({"config": _plain(args.config), "harbor": _plain(harbor), "advise": asdict(args.advise)}),
         )
     )
     if resume:
@@ -235,14 +261,18 @@ async def main(
     # collector, whose full passes over them would otherwise stall every proxied request.
     gc.freeze()
     inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
-    background = [asyncio.create_task(inbox.run()), asyncio.create_task(gateway.run())]
+    background = [
+        asyncio.create_task(inbox.run()),
+        asyncio.create_task(gateway.run()),
+        asyncio.create_task(advice.run()),
+    ]
     training = asyncio.create_task(
         rl_train.do_sync_training(
             start_batch=start_batch,
             end_batch=end_batch,
             num_batches=end_batch,
             config=config,
-            training_client=training_client,
+            training_client=cast(tinker.TrainingClient, RecordingTrainingClient(training_client, trainer_logprobs)),
             kl_reference_client=kl_reference_client,
             evaluators=evaluators,
             dataset=dataset,
@@ -272,6 +302,7 @@ async def main(
         for task in (*background, aborted):
             task.cancel()
         await asyncio.gather(*background, aborted, return_exceptions=True)
+        stop_advice()
         ml_logger.close()
     await _close_session(service_client, result.status)
     control.finish(RunStatus.DONE if result.ended_well else RunStatus.FAILED, result.message)

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from tbconsole.sandbox.processes import descendants, kill
@@ -89,10 +90,27 @@ async def spawn(
         )
     )
     try:
-        return await asyncio.shield(started)
+        spawned = await asyncio.shield(started)
     except asyncio.CancelledError:
         started.add_done_callback(_kill_spawned)
         raise
+    yield_to_interactive(spawned[0].get_pid())
+    return spawned
+
+
+# The scheduler shares the CPU between sessions (autogroups) before processes: each sandbox
+# command leads a session of its own, so eight busy agents would take eight shares to the
+# console's one. Their sessions run at this nice instead; the runner and the console keep 0.
+SANDBOX_SESSION_NICE = 10
+
+
+def yield_to_interactive(pid: int) -> None:
+    """Lower the CPU weight of the session `pid` leads, with all it starts (best effort: a
+    kernel without autogroups, or a child already gone, keeps the default)."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(f"{SANDBOX_SESSION_NICE}\n")
+    except OSError:
+        pass
 
 
 def _kill_spawned(started: asyncio.Future[SpawnedChild]) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
+from tbconsole.enums import TrialOutcome
 from tbconsole.enums import TrialPhase as Phase
 from tbconsole.events import (
     BatchEnded,
@@ -209,7 +209,8 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     if t is None:
         return
     t.outcome = e.outcome
-    t.cancelled = False
+    # Cancelled by the user (cancel_trial): it ended with an outcome, and reads as cancelled.
+    t.cancelled = e.outcome == TrialOutcome.CANCELLED
     t.scored = e.scored
     t.reward = e.reward
     t.turns = e.turns
@@ -262,22 +263,10 @@ def proxy_request(state: RunState, e: ProxyRequest) -> None:
             sample_ms=e.sample_ms,
             total_ms=e.total_ms,
             error=clip(e.error, 2000),
-            output_text=clip(e.output_text),
-            messages=_clip_messages(e.messages),
         )
     )
     state.changed_trials.add(e.trial)
     state.mark_changed("captures", "trials")
-
-
-def _clip_messages(messages: Any) -> list[dict[str, Any]] | None:
-    if not messages or not isinstance(messages, list):
-        return None
-    out = []
-    for m in messages[-20:]:
-        if isinstance(m, dict):
-            out.append({"role": str(m.get("role", "?"))[:40], "content": clip(str(m.get("content", "")))})
-    return out
 
 
 def capture_lost(state: RunState, e: CaptureLost) -> None:

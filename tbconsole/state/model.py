@@ -21,9 +21,11 @@ MAX_TEXT = 8000  # characters of any one text kept from an event
 TREND_LEN = 500  # points kept per metric / reward trend
 LATENCY_LEN = 60  # gateway probes kept for the sparkline
 LOG_LEN = 300
+ADVISORY_LOG_LEN = 200  # advisory changes (raised, replaced, cleared) kept, newest last
 
-# The main screen's panels, by the names the reducer records in ``RunState.changed_panels``.
-PANELS = ("header", "gateway", "trials", "captures", "rewards", "metrics", "log", "decision")
+# The main screen's panels (and the advisories' strip and screen), by the names the reducer records
+# in ``RunState.changed_panels``.
+PANELS = ("header", "gateway", "trials", "captures", "rewards", "metrics", "log", "decision", "advisories")
 
 
 @dataclass
@@ -70,8 +72,6 @@ class Turn:
     sample_ms: float | None
     total_ms: float | None
     error: str | None
-    output_text: str | None = None
-    messages: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -152,15 +152,20 @@ class GroupState:
 
     def all_same(self, trials: dict[str, TrialState]) -> bool:
         """Every trial finished, scored, with one and the same reward: the group trains nothing."""
+        return self.uniform_reward(trials) is not None
+
+    def uniform_reward(self, trials: dict[str, TrialState]) -> float | None:
+        """The one reward every trial got, once all are finished and scored (None: they differ,
+        or not all are in). All solved and all failed both train nothing, but mean opposite things."""
         if len(self.trials) < 2 and not (self.rewards and len(self.rewards) >= 2):
-            return False
+            return None
         if self.rewards is None and not all(t in trials and trials[t].done for t in self.trials):
-            return False
+            return None
         rewards = self.trial_rewards(trials)
         if len(rewards) < 2 or any(r is None for r in rewards):
-            return False
+            return None
         known = [r for r in rewards if r is not None]
-        return max(known) - min(known) < 1e-12
+        return known[0] if max(known) - min(known) < 1e-12 else None
 
 
 @dataclass
@@ -241,6 +246,33 @@ class EvaluationState:
 
 
 @dataclass
+class Advisory:
+    """One advisory as it stands: the latest ``advisory.raised`` under its key (a raise with the
+    same key replaces the earlier one) and, once ``advisory.cleared``, what cleared it."""
+
+    key: str
+    rule: str
+    severity: str  # an AdvisorySeverity value (one a newer writer added is kept as it came)
+    message: str
+    threshold: str
+    value: float | None = None
+    step: int | None = None
+    group: int | None = None
+    trial: str | None = None
+    metric: str | None = None
+    raised: float = 0.0  # when it was first raised (a replacement keeps this)
+    updated: float = 0.0  # when it was last raised
+    raises: int = 1  # raises under this key since it became active (2 and more: replaced)
+    cleared: float | None = None
+    cleared_by: str | None = None  # the clear's message: what cleared it
+    seq: int = 0  # the ``RunState.advisory_seq`` of the change that made it so
+
+    @property
+    def active(self) -> bool:
+        return self.cleared is None
+
+
+@dataclass
 class RunState:
     run_id: str | None = None
     log_path: str | None = None
@@ -281,6 +313,11 @@ class RunState:
     pending_decision: ErrorRaised | None = None
     decisions: list[DecisionMade] = field(default_factory=list)
     logs: deque[tuple[float, str, str]] = field(default_factory=lambda: deque(maxlen=LOG_LEN))  # (ts, level, text)
+    # Advisories: the active ones by key (oldest raise first), every change as it stood then
+    # (bounded), and how many changes were folded (a reader keeps it to find what is new).
+    advisories: dict[str, Advisory] = field(default_factory=dict)
+    advisory_log: deque[Advisory] = field(default_factory=lambda: deque(maxlen=ADVISORY_LOG_LEN))
+    advisory_seq: int = 0
 
     events: int = 0
     # What the events folded since the UI last drew: panel names (PANELS) and trial ids.
@@ -378,3 +415,27 @@ class RunState:
             if key in self.metrics_latest:
                 return key, self.metrics_latest[key], [v for _, v in self.metrics.get(key, ())]
         return None, None, []
+
+    # -- advisories ----------------------------------------------------------------------
+
+    def advisory_counts(self) -> dict[str, int]:
+        """Active advisories per severity (only the severities that have any)."""
+        counts: dict[str, int] = {}
+        for advisory in self.advisories.values():
+            counts[advisory.severity] = counts.get(advisory.severity, 0) + 1
+        return counts
+
+    def cleared_advisories(self) -> list[Advisory]:
+        """The cleared advisories still in the log, newest first, the latest clear of each key
+        (a key raised again is listed with the active ones instead)."""
+        out: list[Advisory] = []
+        seen: set[str] = set(self.advisories)
+        for advisory in reversed(self.advisory_log):
+            if advisory.cleared is not None and advisory.key not in seen:
+                seen.add(advisory.key)
+                out.append(advisory)
+        return out
+
+    def advisory_changes_since(self, seq: int) -> list[Advisory]:
+        """The changes folded after change number ``seq``, oldest first (those still in the log)."""
+        return [a for a in self.advisory_log if a.seq > seq]

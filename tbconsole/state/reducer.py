@@ -9,12 +9,15 @@ those, at its own pace.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from tbconsole.enums import ControlState, RunStatus
 from tbconsole.events import (
+    AdvisoryCleared,
+    AdvisoryRaised,
     BatchEnded,
     BatchStarted,
     CaptureLost,
@@ -50,7 +53,7 @@ from tbconsole.state.batches import (
     trial_ended,
     trial_phase,
 )
-from tbconsole.state.model import PANELS, TREND_LEN, EvaluationState, RunState
+from tbconsole.state.model import PANELS, TREND_LEN, Advisory, EvaluationState, RunState
 
 
 def reduce(state: RunState, event: Event) -> RunState:
@@ -215,6 +218,45 @@ def _log_line(state: RunState, e: LogLine) -> None:
     add_log(state, e.ts, e.level, e.message)
 
 
+def _advisory_raised(state: RunState, e: AdvisoryRaised) -> None:
+    # A raise under an active key replaces that advisory (new value, new message) but keeps when it
+    # began; only a new one goes to the run's log: a rule re-raising every batch is not news.
+    earlier = state.advisories.get(e.key)
+    state.advisory_seq += 1
+    advisory = Advisory(
+        key=clip(e.key, 200) or "",
+        rule=clip(e.rule, 200) or "",
+        severity=e.severity,
+        message=clip(e.message, 1000) or "",
+        threshold=clip(e.threshold, 200) or "",
+        value=e.value,
+        step=e.step,
+        group=e.group,
+        trial=e.trial,
+        metric=e.metric,
+        raised=earlier.raised if earlier is not None else e.ts,
+        updated=e.ts,
+        raises=earlier.raises + 1 if earlier is not None else 1,
+        seq=state.advisory_seq,
+    )
+    state.advisories[e.key] = advisory
+    state.advisory_log.append(advisory)
+    state.mark_changed("advisories", "header")
+    if earlier is None:
+        add_log(state, e.ts, e.severity, f"advisory: {advisory.message}")
+
+
+def _advisory_cleared(state: RunState, e: AdvisoryCleared) -> None:
+    earlier = state.advisories.pop(e.key, None)
+    if earlier is None:  # a clear of nothing raised (or already cleared) has nothing to say
+        return
+    state.advisory_seq += 1
+    cleared = dataclasses.replace(earlier, cleared=e.ts, cleared_by=clip(e.message, 1000) or "", seq=state.advisory_seq)
+    state.advisory_log.append(cleared)
+    state.mark_changed("advisories", "header")
+    add_log(state, e.ts, "info", f"advisory cleared: {earlier.message} ({cleared.cleared_by})")
+
+
 _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     RunStarted: _run_started,
     RunEnded: _run_ended,
@@ -235,4 +277,6 @@ _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     ErrorRaised: _error,
     DecisionMade: _decision,
     LogLine: _log_line,
+    AdvisoryRaised: _advisory_raised,
+    AdvisoryCleared: _advisory_cleared,
 }

@@ -34,14 +34,20 @@ from tbconsole.control import ControlError
 from tbconsole.enums import ControlState, RunStatus
 from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import PANELS, RunState
-from tbconsole.ui.present import runner_over
+from tbconsole.ui.bell import BellInbox
+from tbconsole.ui.present import ADVISORY_FRESH_S, runner_over
+from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.screens.advisories import AdvisoriesScreen
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
+from tbconsole.ui.screens.find import FindScreen
+from tbconsole.ui.screens.group import GroupScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
+from tbconsole.ui.screens.timeline import TimelineScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Inbox, LeaseWatch, NoControls, Replay, allowed_commands
+from tbconsole.ui.source import LeaseWatch, NoControls, Replay, allowed_commands
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 
 RUN_COMMANDS = {"pause", "resume", "stop", "abort", "decide"}
@@ -89,7 +95,7 @@ class ConsoleApp(App[int]):
     ):
         super().__init__()
         self.state = RunState()
-        self.inbox = Inbox()
+        self.inbox = BellInbox()  # notes the live events that ring the bell (decision, failure)
         self.source = source
         self.controls = controls or NoControls()
         self.replay = replay
@@ -112,6 +118,8 @@ class ConsoleApp(App[int]):
         self._last_status: tuple = ()
         self._missed: dict[Screen, tuple[set[str], bool]] = {}  # covered screens: (panels, everything)
         self.ticks = 0
+        self._advisory_seen = 0  # the state's advisory_seq last looked at (error notifications)
+        self._advisory_notified: set[str] = set()  # active error advisories already notified
         self.themes, problems = load_themes()
         for t in self.themes.values():
             self.register_theme(t)
@@ -208,7 +216,7 @@ class ConsoleApp(App[int]):
         elif self.runner is not None and self.runner.state is RunnerState.GONE:
             self.state.mark_changed("header")  # "last seen N s ago" goes on counting
         screen = self.screen
-        if isinstance(screen, TranscriptScreen):
+        if isinstance(screen, (TranscriptScreen, AdvisoriesScreen)):
             screen.on_second()
 
     def redraw(self, *panels: str) -> None:
@@ -226,7 +234,11 @@ class ConsoleApp(App[int]):
             self.runner = self.lease.view
             self.redraw("header", "gateway", "trials")
         self.inbox.drain(self.state, self.drain_budget_s)
+        if self.inbox.take_ring() and self.mode_live and self.replay is None:
+            self.bell()
         state = self.state
+        if state.advisory_seq != self._advisory_seen:
+            self._notify_advisories()
         if not state.changed_panels and not self._everything:
             return
         if len(self.inbox) and self.ticks % 4:
@@ -353,6 +365,19 @@ class ConsoleApp(App[int]):
     def action_decide(self) -> None:
         self.open_decision()
 
+    def confirm_cancel_trial(self, trial: str) -> None:
+        """``x`` on the main screen: cancel one running trial, after asking."""
+        self.push_screen(
+            ConfirmScreen(
+                f"Cancel trial {trial}? Its sandbox is stopped and it is not scored. Its group "
+                "fails like on any infrastructure error: you then choose Abort or Retry group.",
+                yes="Cancel trial",
+                no="Keep it",
+                variant="error",
+            ),
+            lambda ok: ok and self.send("cancel_trial", trial),
+        )
+
     def action_help(self) -> None:
         self._push_kept("help", HelpScreen)
 
@@ -421,6 +446,35 @@ class ConsoleApp(App[int]):
             else:
                 self.notify("the run has ended: q to quit", timeout=10)
 
+    # -- advisories (v) ----------------------------------------------------------------------
+
+    def open_advisories(self) -> None:
+        self._push_kept("advisories", AdvisoriesScreen)
+
+    def _notify_advisories(self) -> None:
+        """One notification for each new error advisory: raised, or a warning raised again as an
+        error (a replacement that stays an error is not news). None for catch-up: a replay, or a
+        raise already old when it arrives (attaching reads the run's file from its start)."""
+        state = self.state
+        if state.advisory_seq < self._advisory_seen:  # another state (a replay moved back)
+            self._advisory_seen = 0
+            self._advisory_notified.clear()
+        changes = state.advisory_changes_since(self._advisory_seen)
+        self._advisory_seen = state.advisory_seq
+        catch_up = self.replay is not None or self.replay_path is not None
+        now = self.now()
+        for a in changes:
+            if a.cleared is not None or a.severity != "error":
+                self._advisory_notified.discard(a.key)
+                continue
+            if a.key in self._advisory_notified:
+                continue
+            self._advisory_notified.add(a.key)
+            if not catch_up and now - a.updated <= ADVISORY_FRESH_S:
+                self.notify(
+                    one_line(a.message, 300), title="advisory: error (v)", severity="error", timeout=10, markup=False
+                )
+
     # -- drill-down -------------------------------------------------------------------------
 
     def open_transcript(self, trial: str) -> None:
@@ -428,6 +482,25 @@ class ConsoleApp(App[int]):
         if t is not None and t.trial_dir:
             self.trial_dirs[trial] = t.trial_dir
         self.push_screen(TranscriptScreen(trial))
+
+    def open_group(self, trial: str) -> None:
+        """``trial``'s group side by side, the cursor on its column."""
+        t = self.state.trials.get(trial)
+        if t is None or (t.step, t.group) not in self.state.groups:
+            self.notify("that trial's group is no longer in memory", severity="warning", timeout=3)
+            return
+        self.push_screen(GroupScreen(t.step, t.group, trial))
+
+    def open_find(self) -> None:
+        self.push_screen(FindScreen())
+
+    def open_timeline(self) -> None:
+        """``w``: the waterfall of the current step, or of the step being replayed."""
+        screen = TimelineScreen.for_run(self)
+        if screen is None:
+            self.notify("no run yet: nothing to show on a timeline", severity="warning", timeout=3)
+            return
+        self.push_screen(screen)
 
     # -- replay --------------------------------------------------------------------------------
 
@@ -480,6 +553,18 @@ class ConsoleApp(App[int]):
             yield SystemCommand(
                 "Filter trials", "Show only trials matching words (task, outcome, …)", screen.action_filter
             )
+            yield SystemCommand("Advisories", "Active and cleared advisories; enter jumps there", self.open_advisories)
             trial = screen.grid.selected_trial()
             if trial is not None:
                 yield SystemCommand("Open transcript", f"Transcript of {trial}", lambda: self.open_transcript(trial))
+                if screen.check_action("cancel_trial", ()):
+                    yield SystemCommand(
+                        "Cancel trial", f"Cancel {trial}: its group fails (asks first)", screen.action_cancel_trial
+                    )
+                yield SystemCommand(
+                    "Group side by side", f"The trials of {trial}'s group, turn by turn", lambda: self.open_group(trial)
+                )
+            yield SystemCommand("Find across trials", "Search the transcripts for a word or a regex", self.open_find)
+            yield SystemCommand(
+                "Timeline", "Where the step's time went: trials' phases, sampling, training", self.open_timeline
+            )

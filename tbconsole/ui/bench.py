@@ -15,8 +15,13 @@ Escape is sent as terminals with the kitty keyboard protocol send it: a lone ESC
 waits Textual's ESCDELAY (100 ms) to tell it from the start of a sequence. Baseline: the same
 keys on a synthetic run's folder (a batch in flight, no runner), in the same invocation.
 
+Then the transcript at scale (``tbconsole.ui.transcript_bench``): a 200-turn trial's first
+screen and pages, beside a 5-turn trial's and beside drawing everything up front;
+``--transcript`` measures only that.
+
 Targets (issue 5): ≥ 5,000 events/s, lag ≤ 100 ms, memory flat within 50 MB, first frame ≤ 1 s;
-with ``--live``: any key within 100 ms p95 while the demo trains.
+with ``--live``: any key within 100 ms p95 while the demo trains; the transcript (issue 15): its
+first screen within 300 ms, a page within 50 ms p95.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cycles", type=int, default=10, help="--live: times the key cycle is pressed per run")
     parser.add_argument("--steps", type=int, default=3, help="--live: config.max_steps of the demo run")
+    parser.add_argument(
+        "--transcript", action="store_true", help="measure only the transcript at scale (200 turns, ~65k-token prompts)"
+    )
+    parser.add_argument("--no-transcript", action="store_true", help="skip the transcript measurement")
 
 
 def rss_mb() -> float:
@@ -148,8 +157,12 @@ def _first_frame(log_path: Path) -> float:
 
 
 def run(args) -> int:
+    from tbconsole.ui.transcript_bench import run_transcript_bench
+
     if args.live:
         return run_live(args.cycles, args.steps)
+    if args.transcript:
+        return 0 if run_transcript_bench() else 1
     from tbconsole.state import reduce_all
     from tbconsole.ui.synthetic import flood, write_jsonl
 
@@ -189,6 +202,8 @@ def run(args) -> int:
     print(
         f"  targets       ≥5,000 events/s, lag ≤100 ms, memory +≤50 MB, first frame ≤1 s: {'met' if ok else 'NOT met'}"
     )
+    if not args.no_transcript:
+        ok = run_transcript_bench() and ok
     return 0 if ok else 1
 
 

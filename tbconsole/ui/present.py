@@ -15,10 +15,12 @@ import shlex
 from pathlib import Path
 from typing import NamedTuple
 
-from tbconsole.enums import ControlState, RunStatus, TrialPhase
+from tbconsole.enums import AdvisorySeverity, ControlState, RunStatus, TrialPhase
 from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.runlist import RunCondition, last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
+from tbconsole.state.model import Advisory
+from tbconsole.ui.sanitize import one_line
 
 PHASE_LABELS: dict[str, str] = {
     TrialPhase.QUEUED: "queued",
@@ -144,12 +146,80 @@ HEADER_HELP = {
     "ETA": "Time to the last step: the mean of the last five trained steps times the steps left.",
 }
 
+ADVISORY_HELP = {
+    "strip": "Under the header while advisories are active: how many per severity and the newest one; for a "
+    "while after the last one clears, a quiet line that says so. v opens them all.",
+    "severity": "error: act now (it costs the run); warning: look before it does; info: worth knowing.",
+    "threshold": "The rule's threshold that fired (as the run's options set it) and the value it measured.",
+    "where": "What it concerns: a step, a group of it, a trial, a metric. Enter jumps there.",
+    "age": "How long it has been active (a rule may raise it again with a new value: it stays one line).",
+    "cleared": "Cleared ones stay listed, newest first, with what cleared them.",
+}
+
+GROUP_HELP = {
+    "g": "On the trials grid: the selected trial's group side by side, one column per trial. Enter opens the "
+    "cursor column's transcript; esc goes back.",
+    "outcome · reward · turns · tokens": "Each trial's outcome, reward, model calls and output tokens (live while "
+    "it runs).",
+    "advantage": "What the trial is trained with: its reward less the group's mean reward (the cookbook's rule). "
+    "A group with a trial that was not scored is not trained: then none has one.",
+    "turn N": "The action each trial took at that turn: its first tool call (→), the shell command in its reply "
+    "($), else the reply's first line. Turns where every trial did the same are dimmed; ◆ marks the first "
+    "turn where they differ.",
+}
+
+FIND_HELP = {
+    "f": "On the main screen: find a word or a regular expression in the transcripts of the current step's "
+    "trials (ctrl+t: every step kept in memory), in replies, reasoning, tool calls and tool output.",
+    "ctrl+r": "Regular expression or plain text (both ignore case). An invalid expression says why.",
+    "results": "One line per text that matches: trial, step and group, turn, where (+N: more matches in that "
+    "text), the text around the first match; enter opens the trial's transcript. Stops after 500 and says so.",
+}
+
+TIMELINE_HELP = {
+    "w": "The timeline (waterfall) of the current step, or of the step being replayed: [ ] move between "
+    "steps, esc goes back. Live, it reads on once a second.",
+    "rows": "One row per trial (group·trial, how it ended): queued, environment, agent setup, the agent "
+    "(each model call's sampling drawn solid inside it), verifier; then the training rows: the "
+    "held-out evaluation and the cookbook's timing spans (assemble data, forward-backward, optim step, "
+    "checkpoint, sampler refresh), or, without them, training from the last group's end to the "
+    "step's metrics and the checkpoints saved.",
+    "shares": "What the step's wall time went to: each moment is split evenly among what ran then (each "
+    "trial's phase, training, evaluation), so parallel trials are not counted many times over. "
+    "sampling: the sampler answering model calls; agent: the agents' own work between calls (their "
+    "commands in the sandbox); sandboxes: starting environments and setting up agents; verifier: the "
+    "tests; idle: nothing known ran (trials waiting for a slot).",
+}
+
+TOKEN_HELP = {
+    "k": "In a transcript: the turn's reply as its tokens, each coloured by the sampler's log-prob on a "
+    "continuous scale (no tint: certain; towards the error colour: less likely; the legend shows the scale, "
+    "ticks at p=.999 … .01, and the turn's least likely token, percentiles and mean).",
+    "← → / ctrl+← ctrl+→ (b w) / ↑ ↓": "Move the cursor by token, by word, by line; home/end the first/last "
+    "token; a click selects a token. The line below shows its id, text, logprob, p and rank (1: least likely).",
+    "n / N": "The next / previous token in order of likelihood, from the least likely on (the view opens there).",
+    "[ ]": "The previous / next captured turn of the trial; esc goes back.",
+    "r": "Scale: absolute (the same colour means the same p in every turn) or stretched over this turn's range.",
+    "loss mask · advantage": "Whether the trial's sampled tokens were trained on (mask 1) and why not (not "
+    "scored, a failed or retried group, a constant group dropped by config.remove_constant_reward_groups, "
+    "a held-out evaluation trial); the advantage is the trial's reward less its group's mean (the cookbook's "
+    "rule), the same for every token of the trial.",
+    "m · trainer logprob": "Where the run recorded them: the trainer's log-prob of each token in the step's "
+    "update and its difference from the sampler's (the per-token view of optim/kl_sample_train_*); m colours "
+    "the tokens by that difference.",
+}
+
 # Everything the `?` screen explains besides keys and cells: (title, [(name, text)]).
 HELP_TABLES: tuple[tuple[str, list[tuple[str, str]]], ...] = (
     ("header", list(HEADER_HELP.items())),
     ("PPO metrics", [(row.label, row.help) for row in METRIC_ROWS]),
     ("gateway", list(GATEWAY_HELP.items())),
     ("captures", list(CAPTURE_HELP.items())),
+    ("timeline (w)", list(TIMELINE_HELP.items())),
+    ("group side by side (g)", list(GROUP_HELP.items())),
+    ("find across trials (f)", list(FIND_HELP.items())),
+    ("advisories (v)", list(ADVISORY_HELP.items())),
+    ("token view (k in a transcript)", list(TOKEN_HELP.items())),
 )
 
 
@@ -281,3 +351,121 @@ def format_value(v: float | None) -> str:
     if a >= 100:
         return f"{v:.0f}"
     return f"{v:.4g}"
+
+
+# -- groups with one reward -------------------------------------------------------------------
+
+
+def _advise_options(state: RunState) -> dict | None:
+    """The run's ``advise.*`` options as its run.started recorded them (None: a run without them)."""
+    advise = state.config.get("advise")
+    return advise if isinstance(advise, dict) else None
+
+
+def solved_reward(state: RunState) -> float:
+    """The reward that counts as solved: the run's ``advise.solved_reward``, else 1."""
+    value = (_advise_options(state) or {}).get("solved_reward", 1.0)
+    return float(value) if isinstance(value, (int, float)) else 1.0
+
+
+def advises_on(state: RunState, rule: str) -> bool:
+    """The run publishes ``rule``'s advisories: its options have the rule on, or one was seen. Then
+    the console leaves that warning to the advisory stream instead of inventing its own."""
+    if any(a.rule == rule for a in state.advisory_log):
+        return True
+    advise = _advise_options(state)
+    if advise is None:
+        return False
+    off = advise.get("off") or ""
+    return rule not in {name.strip() for name in str(off).split(",")}
+
+
+def uniform_kind(reward: float, solved: float = 1.0) -> str:
+    """What a group whose trials all got ``reward`` means: ``solved`` (learnt: success, not a
+    problem), ``failed`` (out of reach) or ``same`` (one partial reward). None of them trains."""
+    return "solved" if reward >= solved else "failed" if reward <= 0.0 else "same"
+
+
+UNIFORM_FLAGS = {"solved": "✓all", "failed": "✗all", "same": "=all"}  # the grid's group flag
+UNIFORM_WORDS = {"solved": "all solved", "failed": "all failed", "same": "all same"}
+
+
+def uniform_groups(state: RunState, step: int | None) -> dict[str, int]:
+    """How many of the step's groups got one reward, by ``uniform_kind`` (only kinds that have any)."""
+    counts: dict[str, int] = {}
+    solved = solved_reward(state)
+    for g in state.batch_groups(step):
+        reward = g.uniform_reward(state.trials)
+        if reward is not None:
+            kind = uniform_kind(reward, solved)
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+# -- advisories -------------------------------------------------------------------------------
+
+_ERROR, _WARNING, _INFO = AdvisorySeverity.ERROR, AdvisorySeverity.WARNING, AdvisorySeverity.INFO
+SEVERITY_ORDER: tuple[str, ...] = (_ERROR, _WARNING, _INFO)  # most severe first
+SEVERITY_MARKS: dict[str, str] = {_ERROR: "✗", _WARNING: "⚠", _INFO: "•"}
+SEVERITY_PLURALS: dict[str, str] = {_ERROR: "errors", _WARNING: "warnings", _INFO: "info"}
+ADVISORY_FRESH_S = 60.0  # a raise older than this when it arrives is catch-up (attach), not news
+ADVISORY_CLEARED_SHOWN_S = 120.0  # the strip says that the last advisory cleared, this long
+
+
+def severity_rank(severity: str) -> int:
+    """Sort key: errors first; a severity this console does not know counts as a warning."""
+    return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else 1
+
+
+def severity_mark(severity: str) -> str:
+    return SEVERITY_MARKS.get(severity, "⚠")
+
+
+def severity_count_label(severity: str, n: int) -> str:
+    """``1 error``, ``2 warnings``, ``3 info``."""
+    if n == 1:
+        return f"1 {one_line(severity, 20)}"
+    return f"{n} {SEVERITY_PLURALS.get(severity, one_line(severity, 20))}"
+
+
+def sorted_active(state: RunState) -> list[Advisory]:
+    """The active advisories, most severe first, then the most recently raised."""
+    return sorted(state.advisories.values(), key=lambda a: (severity_rank(a.severity), -a.updated))
+
+
+def advisory_where(a: Advisory) -> str:
+    """``step 3 · group 2 · trial x`` / ``metric optim/entropy`` / ``run`` (as plain text)."""
+    parts = []
+    if a.step is not None:
+        parts.append(f"step {a.step}")
+    if a.group is not None:
+        parts.append(f"group {a.group}")
+    if a.trial:
+        parts.append(f"trial {one_line(a.trial, 120)}")
+    if a.metric:
+        parts.append(f"metric {one_line(a.metric, 120)}")
+    return " · ".join(parts) or "run"
+
+
+def advisory_threshold(a: Advisory) -> str:
+    """The threshold that fired and the value measured: ``no_signal_share >= 0.5 (0.75)``."""
+    value = f" ({format_value(a.value)})" if a.value is not None else ""
+    return f"{a.threshold or a.rule}{value}"
+
+
+def advisory_age(a: Advisory, now: float) -> str:
+    """Active: how long since it was first raised; cleared: how long since it cleared."""
+    if a.cleared is not None:
+        return f"cleared {format_duration(max(0.0, now - a.cleared))} ago"
+    return f"{format_duration(max(0.0, now - a.raised))} ago"
+
+
+def advisory_target(a: Advisory) -> str | None:
+    """Where Enter jumps: ``trial``, ``group`` or ``metric`` (None: it concerns the whole run)."""
+    if a.trial:
+        return "trial"
+    if a.group is not None and a.step is not None:
+        return "group"
+    if a.metric:
+        return "metric"
+    return None

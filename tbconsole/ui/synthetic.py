@@ -2,10 +2,11 @@
 the console benchmark. Deterministic for a seed; timestamps start at ``t0`` (a fake clock).
 
 It plays what the runner emits: a run start, gateway probes, batches of groups whose trials move
-through Harbor's phases concurrently, proxy requests per agent turn (some rejected, with the
-reply's text — hostile strings included, to test that they stay plain text), rewards, the
+through Harbor's phases concurrently, proxy requests per agent turn (some rejected), rewards, the
 cookbook's per-step metrics, checkpoints, a pause after a batch, and optionally an error that
-needs a decision (then retry of the group) and a clean stop.
+needs a decision (then retry of the group) and a clean stop. The turns' text (hostile strings
+included, to test that they stay plain text) goes where a real run puts it: into capture files,
+through ``captures`` (``tbconsole.ui.synthcapture``), never into the events.
 
 (Over 400 lines: ``synthetic_run`` plays one run in time order from one clock and one set of
 counters; cut into pieces, that state would travel between them.)
@@ -41,6 +42,8 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhase,
 )
+from tbconsole.runfolder import RunFolder
+from tbconsole.ui.synthcapture import SyntheticCaptures
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 TASKS = {  # task -> chance of solving
@@ -65,6 +68,19 @@ REPLIES = [
     "The test expects a header row. Fixing it.\n```bash\nsed -i 's/^id,/id,name,/' /app/out.csv\n```",
     "Done.\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
 ]
+
+SYSTEM = (
+    "You are a helpful assistant that can interact with a computer. Reply with one bash command in a "
+    "```bash block; its output comes back in the next message."
+)
+
+
+def _reply(text: str, k: int) -> dict:
+    """A capture line's parsed reply: the text, with the model's reasoning on some turns."""
+    reply: dict = {"text": text}
+    if k % 3 == 1:
+        reply["reasoning"] = f"Turn {k + 1}: check what the last command printed before going on."
+    return reply
 
 
 def _metrics(
@@ -124,11 +140,13 @@ def synthetic_run(
     end: bool = True,
     log_path: str = "/tmp/tbconsole-demo",
     trials_dir: str | None = None,
+    captures: SyntheticCaptures | None = None,
 ) -> Iterator[Event]:
     """Yield a run's events in order. ``error_at=(step, group)`` raises an error needing a
     decision in that group (``decision`` None leaves it pending and ends the stream there);
     ``pause_after`` pauses after that step's batch for a while; ``stop_after`` stops cleanly
-    after that step; ``end`` False leaves the run unfinished (a live run's file)."""
+    after that step; ``end`` False leaves the run unfinished (a live run's file). ``captures``
+    receives each captured turn's text (``text`` False: token-only lines, as older runs wrote)."""
     rng = random.Random(seed)
     tasks = list(TASKS)
     now = t0
@@ -221,27 +239,28 @@ def synthetic_run(
                             )
                             content = f"Task {task}: make the tests pass." if k == 0 else tool_output
                             messages = [{"role": "user", "content": content}]
-                        clock.add(
-                            ProxyRequest(
-                                ts=t,
-                                step=step,
-                                group=g,
-                                trial=name,
-                                api="openai",
-                                stream=False,
-                                status=400 if rejected else 200,
-                                captured=not rejected,
-                                turn=None if rejected else captured,
-                                prompt_tokens=ptoks,
-                                output_tokens=otoks,
-                                stop_reason=None if rejected else "stop",
-                                sample_ms=None if rejected else otoks * 4.0,
-                                total_ms=5.0 if rejected else otoks * 4.0 + 12,
-                                error="prompt + max_tokens exceed the context window" if rejected else None,
-                                output_text=reply,
-                                messages=messages,
-                            )
+                            if k == 0:
+                                messages.insert(0, {"role": "system", "content": SYSTEM})
+                        request = ProxyRequest(
+                            ts=t,
+                            step=step,
+                            group=g,
+                            trial=name,
+                            api="openai",
+                            stream=False,
+                            status=400 if rejected else 200,
+                            captured=not rejected,
+                            turn=None if rejected else captured,
+                            prompt_tokens=ptoks,
+                            output_tokens=otoks,
+                            stop_reason=None if rejected else "stop",
+                            sample_ms=None if rejected else otoks * 4.0,
+                            total_ms=5.0 if rejected else otoks * 4.0 + 12,
+                            error="prompt + max_tokens exceed the context window" if rejected else None,
                         )
+                        clock.add(request)
+                        if captures is not None and not rejected:
+                            captures.add(request, messages, _reply(reply, k) if reply is not None else None)
                         if not rejected:
                             captured += 1
                             out_tokens += otoks
@@ -444,12 +463,21 @@ def flood(n: int, *, seed: int = 1) -> Iterator[Event]:
             return
 
 
-async def play(bus, control, events: list[Event], *, speed: float = float("inf"), retime: bool = True) -> RunStatus:
+async def play(
+    bus,
+    control,
+    events: list[Event],
+    *,
+    speed: float = float("inf"),
+    retime: bool = True,
+    captures: SyntheticCaptures | None = None,
+) -> RunStatus:
     """Publish a synthetic run on ``bus`` as a runner would, obeying ``control`` (a RunControl):
     batches start only past ``control.batch_boundary()`` (pause/stop), an error needing a
     decision waits on ``control.ask`` (abort ends the run), abort ends it at once. Control and
     decision events in ``events`` are skipped: the RunControl emits its own. ``speed``:
     synthetic seconds per real second (inf: as fast as possible, yielding to the loop).
+    ``captures``: each captured turn's line is written just before its event, as the proxy does.
     Returns the end status (done | stopped | aborted)."""
     import asyncio
     import dataclasses
@@ -476,6 +504,8 @@ async def play(bus, control, events: list[Event], *, speed: float = float("inf")
                 await asyncio.sleep(delay)
         elif n % 50 == 0:
             await asyncio.sleep(0)
+        if captures is not None and isinstance(event, ProxyRequest):
+            captures.write(event)
         bus.publish(dataclasses.replace(event, ts=_time.time()) if retime else event)
         if isinstance(event, ErrorRaised) and event.decision_needed:
             waited = _time.monotonic()
@@ -494,3 +524,13 @@ async def play(bus, control, events: list[Event], *, speed: float = float("inf")
     control.finish(RunStatus.FAILED if status == RunStatus.ABORTED else RunStatus.DONE, status)
     bus.publish(RunEnded(status=status, step=step))
     return status
+
+
+def record_run(log_path: str | Path, **kwargs) -> list[Event]:
+    """A synthetic run recorded in a run folder as a real one is: ``events.jsonl`` and a capture
+    file per trial attempt with its turns' text. Returns the events."""
+    captures = SyntheticCaptures(log_path)
+    events = list(synthetic_run(log_path=str(log_path), captures=captures, **kwargs))
+    write_jsonl(events, RunFolder(log_path).events)
+    captures.write_all()
+    return events

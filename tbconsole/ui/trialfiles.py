@@ -5,9 +5,10 @@ the console).
 - ``<trial_dir>/agent/trajectory.json``: ATIF (steps with source, message, reasoning,
   tool_calls, observation.results, metrics);
 - ``<trial_dir>/verifier/test-stdout.txt`` / ``test-stderr.txt``; ``result.json`` (rewards,
-  exception_info, task path → ``instruction.md``); ``exception.txt``;
-- the proxy's capture file of the trial attempt (``RunFolder.capture_file``: output token ids
-  and their logprobs per turn, for the logprob colouring).
+  exception_info, task path → ``instruction.md``); ``exception.txt``; the agent's own logs
+  (``agent/*.txt``, their tail);
+- the proxy's capture file of the trial attempt (``RunFolder.capture_file``; read with
+  ``tbconsole.capturefile``), and ``TokenDecoder`` for lines that carry tokens but no text.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tbconsole.capturefile import read_records
 from tbconsole.runfolder import RunFolder
 
 MAX_FILE = 2 << 20  # bytes read from any one file
+AGENT_LOG_TAIL = 32 << 10  # bytes shown of each agent log: its end says how the agent stopped
 
 
 @dataclass
@@ -45,6 +48,7 @@ class TrialFiles:
     verifier_stderr: str | None = None
     rewards: dict[str, Any] | None = None
     exception: str | None = None
+    agent_logs: list[tuple[str, str]] = field(default_factory=list)  # (name, its tail)
     problems: list[str] = field(default_factory=list)
     signature: tuple = ()  # (path, size, mtime) of what was read: reload when it changes
 
@@ -58,6 +62,20 @@ def _read(path: Path, limit: int = MAX_FILE) -> str | None:
     text = data[:limit].decode("utf-8", errors="replace")
     if len(data) > limit:
         text += f"\n… [cut at {limit} bytes]"
+    return text
+
+
+def _read_tail(path: Path, limit: int) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - limit))
+            data = handle.read(limit)
+    except OSError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    if size > limit:
+        text = f"… [first {size - limit} bytes left out]\n" + text.split("\n", 1)[-1]
     return text
 
 
@@ -140,10 +158,15 @@ def trial_paths(trial_dir: Path) -> dict[str, Path]:
     }
 
 
+def agent_log_paths(trial_dir: Path) -> list[Path]:
+    return sorted((trial_dir / "agent").glob("*.txt"))
+
+
 def files_signature(trial_dir: str | Path | None) -> tuple:
     if not trial_dir:
         return ()
-    return _signature(list(trial_paths(Path(trial_dir)).values()))
+    trial_dir = Path(trial_dir)
+    return _signature([*trial_paths(trial_dir).values(), *agent_log_paths(trial_dir)])
 
 
 def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
@@ -151,7 +174,8 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
         return TrialFiles(trial_dir=None)
     trial_dir = Path(trial_dir)
     paths = trial_paths(trial_dir)
-    out = TrialFiles(trial_dir=trial_dir, signature=_signature(list(paths.values())))
+    logs = agent_log_paths(trial_dir)
+    out = TrialFiles(trial_dir=trial_dir, signature=_signature([*paths.values(), *logs]))
     raw = _read(paths["trajectory"])
     if raw is not None:
         try:
@@ -185,6 +209,10 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
                 pass
     if out.exception is None:
         out.exception = _read(paths["exception"], 64 << 10)
+    for log in logs:
+        tail = _read_tail(log, AGENT_LOG_TAIL)
+        if tail:
+            out.agent_logs.append((f"agent/{log.name}", tail))
     if task_path:
         out.instruction = _read(Path(task_path) / "instruction.md", 64 << 10)
     if out.instruction is None:
@@ -214,36 +242,34 @@ class CaptureTurn:
 
 
 def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
-    """Output tokens and logprobs per captured turn (the prompt is not needed here). Damaged
-    or cut-short lines are skipped: this is a viewer."""
-    if path is None:
-        return []
-    raw = _read(path, 64 << 20)
-    if raw is None:
-        return []
-    out: list[CaptureTurn] = []
-    for line in raw.split("\n"):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            out.append(
-                CaptureTurn(
-                    turn=int(record.get("turn", len(out))),
-                    output=list(record.get("output") or []),
-                    logprobs=list(record.get("logprobs") or []),
-                    stop_reason=record.get("stop_reason"),
-                )
-            )
-        except (ValueError, TypeError, AttributeError):
-            continue
-    return out
+    """Output tokens and logprobs per captured turn. Damaged or cut-short lines are skipped:
+    this is a viewer."""
+    return [
+        CaptureTurn(turn=r.turn, output=list(r.output), logprobs=list(r.logprobs), stop_reason=r.stop_reason)
+        for r in read_records(path)
+    ]
+
+
+def tokenizer_path(model_name: str | None) -> str | None:
+    """A ``tokenizer.json`` for the model: ``$TBCONSOLE_TOKENIZER``, the Hugging Face cache, or
+    the local engine's bundled tokenizer (whichever is found first)."""
+    candidates = []
+    if os.environ.get("TBCONSOLE_TOKENIZER"):
+        candidates.append(os.environ["TBCONSOLE_TOKENIZER"])
+    if model_name and "/" in model_name:
+        hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+            os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
+        )
+        org, name = model_name.split("/", 1)
+        candidates += sorted(glob.glob(os.path.join(hub, f"models--{org}--{name}", "snapshots", "*", "tokenizer.json")))
+    candidates.append(str(Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer" / "tokenizer.json"))
+    return next((path for path in candidates if os.path.isfile(path)), None)
 
 
 class TokenDecoder:
-    """Token id → text, for colouring a turn by logprob. Uses the ``tokenizers`` library (no
-    torch) on a ``tokenizer.json`` found for the model: ``$TBCONSOLE_TOKENIZER``, the Hugging
-    Face cache, or the local engine's bundled tokenizer. Without one, ids are shown."""
+    """Token id → text, for colouring a turn by logprob and for capture lines without text.
+    Uses the ``tokenizers`` library (no torch) on ``tokenizer_path``'s file. Without one, ids
+    are shown."""
 
     def __init__(self, tokenizer: Any = None):
         self._tok = tokenizer
@@ -251,28 +277,14 @@ class TokenDecoder:
 
     @classmethod
     def for_model(cls, model_name: str | None) -> TokenDecoder:
-        candidates = []
-        if os.environ.get("TBCONSOLE_TOKENIZER"):
-            candidates.append(os.environ["TBCONSOLE_TOKENIZER"])
-        if model_name and "/" in model_name:
-            hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
-                os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
-            )
-            org, name = model_name.split("/", 1)
-            candidates += sorted(
-                glob.glob(os.path.join(hub, f"models--{org}--{name}", "snapshots", "*", "tokenizer.json"))
-            )
-        candidates.append(
-            str(Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer" / "tokenizer.json")
-        )
-        for path in candidates:
-            if os.path.isfile(path):
-                try:
-                    from tokenizers import Tokenizer
+        path = tokenizer_path(model_name)
+        if path is not None:
+            try:
+                from tokenizers import Tokenizer
 
-                    return cls(Tokenizer.from_file(path))
-                except Exception:  # noqa: BLE001 - any failure means: show ids
-                    continue
+                return cls(Tokenizer.from_file(path))
+            except Exception:  # noqa: BLE001 - any failure means: show ids
+                pass
         return cls(None)
 
     @property
@@ -291,3 +303,12 @@ class TokenDecoder:
                     text = f"⟨{token}⟩"
             self._cache[token] = text
         return text
+
+    def decode(self, tokens: list[int] | tuple[int, ...]) -> str:
+        """A whole output as text (pieces decoded one by one would split multi-byte characters)."""
+        if self._tok is not None:
+            try:
+                return str(self._tok.decode(list(tokens), skip_special_tokens=False))
+            except Exception:  # noqa: BLE001
+                pass
+        return "".join(self.piece(t) for t in tokens)

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 STEPS = 4  # short keeps `make test` quick: the exact-probability measure has no sampling noise
 MODEL = DEMO_DEFAULTS["config.model_name"]
+RISE = 0.02  # the least rise in mean solution probability that counts as learning
 
 
 def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, float]:
@@ -46,8 +47,10 @@ def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, fl
         client = W._resolved(made)
         out = {}
         for family in DEMO_FAMILIES:
-            variant = V.sample_variants("heldout", 1, seed=7, families=(family,))[0]
-            out[family] = W.reply_probabilities(client, prompt, renderer, tokenizer, variant)[variant.solution]
+            # Three held-out variants per family, so one variant's quirks do not decide the test.
+            for index, variant in enumerate(V.sample_variants("heldout", 3, seed=7, families=(family,))):
+                probabilities = W.reply_probabilities(client, prompt, renderer, tokenizer, variant)
+                out[f"{family}#{index}"] = probabilities[variant.solution]
         return out
 
 
@@ -101,4 +104,7 @@ def test_a_short_demo_run_raises_the_expected_reward_on_held_out_variants(tmp_pa
     mean_before = sum(before.values()) / len(before)
     mean_after = sum(after.values()) / len(after)
     assert mean_before <= 0.4, f"the starting policy already solves the variants: {before}"
-    assert mean_after >= mean_before + 0.05, f"expected reward did not rise: {before} -> {after}"
+    # The margin sits well below the rises a working loop gives in STEPS steps (about 0.05 to
+    # 0.12, varying with the rollouts sampled) and well above what the breakages above give: a
+    # dropped update leaves it exactly flat, a flipped sign or misaligned log-probs push it down.
+    assert mean_after >= mean_before + RISE, f"expected reward did not rise: {before} -> {after}"

@@ -16,6 +16,7 @@ from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import BusSource, ListSource, LocalControls, Replay
+from tbconsole.ui.synthcapture import SyntheticCaptures
 from tbconsole.ui.synthetic import flood, play, synthetic_run
 
 from conftest import T_FIXED, rendered, wait_for
@@ -226,11 +227,21 @@ async def test_footer_shows_only_valid_actions(finished_events):
         assert "pause" not in shown(live)
 
 
-async def test_transcript_live_tail_follows_unless_scrolled_up():
-    events = list(synthetic_run(steps=1, groups=1, group_size=1, turns=(30, 30), hostile=False))
+async def test_transcript_live_tail_follows_unless_scrolled_up(tmp_path):
+    captures = SyntheticCaptures(tmp_path)
+    events = list(
+        synthetic_run(
+            steps=1, groups=1, group_size=1, turns=(30, 30), hostile=False, log_path=str(tmp_path), captures=captures
+        )
+    )
     agent_at = next(i for i, e in enumerate(events) if isinstance(e, TrialPhase) and e.phase == "agent")
     requests = [i for i, e in enumerate(events) if isinstance(e, ProxyRequest)]
     bus = EventBus()
+    # As the proxy does: a turn's capture line is written before its event is published.
+    bus.subscribe(lambda e: isinstance(e, ProxyRequest) and captures.write(e))
+    for e in events[: requests[5]]:
+        if isinstance(e, ProxyRequest):
+            captures.write(e)
     app = ConsoleApp(source=BusSource(bus, history=events[: requests[5]]), clock=lambda: T_FIXED)
 
     def turns(screen):
@@ -246,8 +257,9 @@ async def test_transcript_live_tail_follows_unless_scrolled_up():
             bus.publish(e)
         await wait_for(pilot, lambda: turns(screen) == 12)
         await wait_for(pilot, lambda: screen.body.max_scroll_y > 0 and screen.body.scroll_y == screen.body.max_scroll_y)
+        assert screen.body.follow
         await pilot.press("home")
-        await wait_for(pilot, lambda: screen.body.scroll_y == 0)
+        await wait_for(pilot, lambda: screen.body.scroll_y == 0 and not screen.body.follow)
         for e in events[requests[12] : requests[15]]:
             bus.publish(e)
         await wait_for(pilot, lambda: screen.new_turns == 3 and "3 new turns" in rendered(screen.query_one("#tstatus")))

@@ -244,7 +244,7 @@ def test_trials_grid_rows_are_fixed_width_and_mark_the_cursor():
 
 
 def test_group_flags_are_shown_whole_in_a_narrow_label(finished_events):
-    """The label cuts the task name, never the ``=all`` / ``✗err`` flag (it was cut to ``=a…``)."""
+    """The label cuts the task name, never the ``✓all`` / ``✗err`` flag (it was cut to ``=a…``)."""
     from tbconsole.state import reduce_all
     from tbconsole.ui.widgets.base import Palette
     from tbconsole.ui.widgets.trialcells import fit, group_label
@@ -254,7 +254,7 @@ def test_group_flags_are_shown_whole_in_a_narrow_label(finished_events):
     same = next(g for g in state.groups.values() if g.all_same(state.trials))
     for width in (10, 14, 24):
         label = fit(group_label(same, state, width, p), width).plain.rstrip()
-        assert label.endswith(" =all") and len(label) <= width, label
+        assert label.endswith(" ✓all") and len(label) <= width, label  # hello-file: all solved
     state = reduce_all(
         finished_events[: next(i for i, e in enumerate(finished_events) if isinstance(e, GroupEnded) and not e.ok) + 1]
     )

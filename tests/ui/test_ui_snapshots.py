@@ -1,6 +1,7 @@
 """Snapshots (pytest-textual-snapshot) of the main screen in the dark and light themes at 120×36
-and 80×24, a transcript, the error modal and the paused state. A fake clock and recorded events
-keep them deterministic. Update after an intended change: pytest tests/ui --snapshot-update"""
+and 80×24, the error modal and the paused state (the transcript's are in test_transcript_snapshots.py).
+A fake clock and recorded events keep them deterministic.
+Update after an intended change: pytest tests/ui --snapshot-update"""
 
 import pytest
 
@@ -41,20 +42,6 @@ def test_paused(snap_compare, finished_events):
     events = finished_events[: end + 1]
     app = ConsoleApp(source=ListSource(events), controls=LocalControls(_Control()), clock=lambda: events[-1].ts + 12)
     assert snap_compare(app, terminal_size=(120, 36), run_before=settle)
-
-
-def test_transcript(snap_compare, finished_events):
-    async def open_one(pilot):
-        await settle(pilot)
-        await pilot.press("right", "down", "enter")
-        await settle(pilot)
-        await pilot.app.workers.wait_for_complete()
-        await settle(pilot)
-        await pilot.press("home")
-        await settle(pilot)
-
-    app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
-    assert snap_compare(app, terminal_size=(120, 36), run_before=open_one)
 
 
 def test_error_modal(snap_compare, awaiting_events):

@@ -17,6 +17,7 @@ KEYS = [
     ("s", "stop cleanly: finish and train this batch, checkpoint, exit 0 (asks first)"),
     ("a", "abort: cancel trials now, keep what was captured (asks first)"),
     ("d", "decide on a pending error: abort or retry the group"),
+    ("x", "cancel the selected trial: its sandbox stops, its group fails, then abort or retry (asks first)"),
     ("enter", "open the selected trial's transcript"),
     ("esc", "back"),
     (
@@ -28,6 +29,7 @@ KEYS = [
     ("end", "(transcript) follow the bottom again"),
     ("[ ]  { }", "(replay) previous / next step, first / last"),
     ("l", "the run's log"),
+    ("v", "advisories: active ones first, then cleared ones; enter jumps to the trial, group or metric"),
     ("t", "next theme (all themes: ctrl+p → theme)"),
     ("ctrl+p", "command palette: every action"),
     (
@@ -42,8 +44,11 @@ CELLS = [
     ("verify", "the verifier is running"),
     ("✓1 / ✗0 / ◐0.5", "done: reward (T: time limit, L: length limit), total time"),
     ("! Error", "not scored: the trial failed (its exception type)"),
-    ("cancel", "not scored: cancelled when its group failed or the run ended"),
-    ("=all", "every trial of the group got the same reward: it trains nothing"),
+    ("cancel", "not scored: cancelled by you (x), or when its group failed or the run ended"),
+    (
+        "✓all / ✗all / =all",
+        "every trial of the group got one reward: all solved, all failed, one partial reward (none of them trains)",
+    ),
     ("!", "after a phase: a capture was lost in this trial"),
 ]
 

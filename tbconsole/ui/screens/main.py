@@ -14,7 +14,7 @@ from tbconsole.ui.present import runner_notice
 from tbconsole.ui.widgets.captures import CapturesPanel
 from tbconsole.ui.widgets.footer import KeyFooter
 from tbconsole.ui.widgets.gateway import GatewayPanel
-from tbconsole.ui.widgets.header import RunHeader, RunnerNotice
+from tbconsole.ui.widgets.header import AdvisoryStrip, RunHeader, RunnerNotice
 from tbconsole.ui.widgets.metrics import MetricsPanel
 from tbconsole.ui.widgets.replaybar import ReplayBar
 from tbconsole.ui.widgets.rewards import RewardsPanel
@@ -39,15 +39,22 @@ class MainScreen(Screen):
     MainScreen MetricsPanel { width: 1fr; }
     MainScreen #filter { dock: bottom; height: 3; display: none; border: round $accent; }
     MainScreen #filter.-active { display: block; }
+    MainScreen MetricsPanel.-pointed { border: round $warning; }
     """
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("g", "group", "Group", show=False),
+        Binding("f", "find", "Find", show=False),
+        Binding("v", "advisories", "Advisories", show=False),
+        Binding("w", "timeline", "Timeline", show=False),
+        Binding("x", "cancel_trial", "Cancel trial", show=False),
     ]
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
         yield RunnerNotice(id="notice")
+        yield AdvisoryStrip(id="advisory-strip")
         with VerticalScroll(id="body", can_focus=False):
             with Horizontal(id="top"):
                 yield GatewayPanel(id="gateway")
@@ -78,6 +85,7 @@ class MainScreen(Screen):
     def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:
         runner = self.app.runner
         self.query_one(RunHeader).show(state, now, self.app.mode_label, runner)
+        self.query_one(AdvisoryStrip).show(state, now)
         if runner is not None:
             self.query_one(RunnerNotice).show(runner_notice(state, runner, self.app.lease.log_path))
         if everything or "trials" in changed:
@@ -93,6 +101,21 @@ class MainScreen(Screen):
     def on_trials_grid_trial_selected(self, event: TrialsGrid.TrialSelected) -> None:
         event.stop()
         self.app.open_transcript(event.trial)
+
+    def action_group(self) -> None:
+        """The selected trial's group side by side."""
+        trial = self.grid.selected_trial()
+        if trial is None:
+            self.app.notify("no trial selected", severity="warning", timeout=3)
+            return
+        self.app.open_group(trial)
+
+    def action_find(self) -> None:
+        self.app.open_find()
+
+    def action_timeline(self) -> None:
+        """Where the current (or replayed) step's time went."""
+        self.app.open_timeline()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -120,7 +143,37 @@ class MainScreen(Screen):
             self.grid.focus()
             self.app.redraw("trials")
 
+    # -- advisories (v) and where their Enter lands ---------------------------------------------
+
+    def action_advisories(self) -> None:
+        self.app.open_advisories()
+
+    def point_at_metrics(self) -> None:
+        """Bring the metrics panel into view and mark it for a few seconds."""
+        panel = self.query_one(MetricsPanel)
+        panel.scroll_visible(animate=False)
+        panel.add_class("-pointed")
+        self.set_timer(4.0, lambda: panel.remove_class("-pointed"))
+
+    # -- cancel one trial (x) ------------------------------------------------------------------
+
+    def action_cancel_trial(self) -> None:
+        trial = self.grid.selected_trial()
+        if trial is not None and self.check_action("cancel_trial", ()):
+            self.app.confirm_cancel_trial(trial)
+
+    def _can_cancel(self) -> bool | None:
+        """False: no run to command (a replay, the runner gone, the run over); None: the selected
+        trial has ended (or none is selected); True: it can be cancelled."""
+        app = self.app
+        if not (app.controllable and app.run_going):
+            return False
+        t = app.state.trials.get(self.grid.selected_trial() or "")
+        return True if t is not None and not (t.done or t.cancelled) else None
+
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "clear_filter":
             return bool(self.grid.filter) or self.query_one("#filter", Input).has_class("-active")
+        if action == "cancel_trial":
+            return self._can_cancel()
         return True

@@ -1,6 +1,7 @@
 """The run header: model, the step in flight and the steps trained (or the held-out evaluation),
 elapsed, ETA, and the run's state in a coloured badge; under it, for an attached run that nobody
-runs any more, the notice that says how to resume it."""
+runs any more, the notice that says how to resume it; and the advisories' strip (counts by
+severity and the newest one), shown only while there is something to say."""
 
 from __future__ import annotations
 
@@ -9,9 +10,23 @@ from textual.widgets import Static
 
 from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import RunState
-from tbconsole.ui.present import HEADER_HELP, format_duration, progress_text, runner_over, shown_status, status_label
+from tbconsole.ui.present import (
+    ADVISORY_CLEARED_SHOWN_S,
+    ADVISORY_HELP,
+    HEADER_HELP,
+    SEVERITY_ORDER,
+    advisory_where,
+    format_duration,
+    progress_text,
+    runner_over,
+    severity_count_label,
+    severity_mark,
+    shown_status,
+    sorted_active,
+    status_label,
+)
 from tbconsole.ui.sanitize import one_line
-from tbconsole.ui.widgets.base import palette_of
+from tbconsole.ui.widgets.base import Palette, palette_of
 
 
 class RunHeader(Static):
@@ -78,3 +93,66 @@ class RunnerNotice(Static):
         self._notice = notice
         self.set_class(notice is not None, "-shown")
         self.update(Text(one_line(notice or "", 400), no_wrap=True, overflow="ellipsis"), layout=False)
+
+
+def severity_colour(p: Palette, severity: str) -> str:
+    return {"error": p.error, "warning": p.warning, "info": p.primary}.get(severity, p.warning)
+
+
+class AdvisoryStrip(Static):
+    """One line under the header: while advisories are active, how many per severity (each in its
+    theme colour) and the newest of the most severe; for ``ADVISORY_CLEARED_SHOWN_S`` after the
+    last one cleared, a quiet line that says so; else hidden. A click opens the advisories (v)."""
+
+    DEFAULT_CSS = """
+    AdvisoryStrip { height: 1; background: $panel; color: $foreground; padding: 0 1; display: none; }
+    AdvisoryStrip.-shown { display: block; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown: tuple | None = None
+
+    def on_mount(self) -> None:
+        self.tooltip = ADVISORY_HELP["strip"]
+
+    def show(self, state: RunState, now: float) -> None:
+        p = palette_of(self.app)
+        line = self.line(state, now, p)
+        key = (line.plain, tuple(str(s.style) for s in line.spans)) if line is not None else None
+        if key == self._shown:
+            return
+        self._shown = key
+        self.set_class(line is not None, "-shown")
+        self.update(line or "", layout=False)
+
+    @staticmethod
+    def line(state: RunState, now: float, p: Palette) -> Text | None:
+        """What the strip says now (None: nothing, hidden)."""
+        t = Text(no_wrap=True, overflow="ellipsis")
+        if state.advisories:
+            t.append("advisories ", style=f"bold {p.muted}")
+            counts = state.advisory_counts()
+            for severity in [*SEVERITY_ORDER, *sorted(set(counts) - set(SEVERITY_ORDER))]:
+                if counts.get(severity):
+                    label = f"{severity_mark(severity)} {severity_count_label(severity, counts[severity])}"
+                    t.append(f" {label} ", style=f"bold {severity_colour(p, severity)}")
+            top = sorted_active(state)[0]
+            t.append("  ")
+            t.append(one_line(top.message, 300))
+            t.append(f"  ({advisory_where(top)})", style=p.muted)
+            t.append("  v: all", style=p.muted)
+            return t
+        last = state.advisory_log[-1] if state.advisory_log else None
+        if last is None or last.cleared is None or now - last.cleared > ADVISORY_CLEARED_SHOWN_S:
+            return None
+        t.append("advisories ", style=f"bold {p.muted}")
+        t.append(f"✓ none active · cleared {format_duration(max(0.0, now - last.cleared))} ago: ", style=p.success)
+        t.append(one_line(last.cleared_by or last.message, 300), style=p.muted)
+        t.append("  v: all", style=p.muted)
+        return t
+
+    def on_click(self) -> None:
+        opener = getattr(self.app, "open_advisories", None)
+        if opener is not None:
+            opener()

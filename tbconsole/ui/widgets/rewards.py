@@ -7,6 +7,7 @@ from rich.text import Text
 
 from tbconsole.state import RunState
 from tbconsole.ui.plotmath import bar, reward_bins, sparkline
+from tbconsole.ui.present import UNIFORM_WORDS, advises_on, uniform_groups
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
@@ -18,9 +19,9 @@ def _f(v: float | None) -> str:
 class RewardsPanel(Panel):
     TITLE = "rewards"
     HELP = (
-        "The newest step's rewards: count per value, mean ± std, groups whose trials all got the same "
-        "reward (they train nothing); the mean and std over steps; per task: trials, mean, the last "
-        "step's mean, solved/scored."
+        "The newest step's rewards: count per value, mean ± std, groups whose trials all got one reward "
+        "(they train nothing: all solved is a learnt task, all failed one out of reach); the mean and std "
+        "over steps; per task: trials, mean, the last step's mean, solved/scored."
     )
 
     def render_state(self, state: RunState, now: float, p: Palette):
@@ -36,9 +37,19 @@ class RewardsPanel(Panel):
             summary = state.steps[step]
             head.append(f"step {step}", style="bold")
             head.append(f"  n={len(rewards)}  mean {_f(summary.mean)} ± {_f(summary.std)}")
-            same = sum(1 for g in state.batch_groups(step) if g.all_same(state.trials))
-            if same:
-                head.append(f"  ⚠ {same} group{'s' if same > 1 else ''} all-same", style=f"bold {p.warning}")
+            # One reward for the whole group: all solved is success, not a warning. Where the run
+            # publishes no-signal advisories, they carry the warning and this only states the fact.
+            uniform = uniform_groups(state, step)
+            advised = advises_on(state, "no-signal")
+            if uniform.get("solved"):
+                head.append(f"  ✓ {uniform['solved']} {UNIFORM_WORDS['solved']}", style=p.success)
+            for kind in ("failed", "same"):
+                if uniform.get(kind):
+                    words = f"{uniform[kind]} {UNIFORM_WORDS[kind]}"
+                    if advised:
+                        head.append(f"  {words}", style=p.muted)
+                    else:
+                        head.append(f"  ⚠ {words}", style=f"bold {p.warning}")
             parts.append(head)
             counts, labels = reward_bins(rewards)
             top = max(counts) if counts else 0

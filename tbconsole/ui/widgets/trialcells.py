@@ -8,7 +8,7 @@ from rich.text import Text
 
 from tbconsole.enums import TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
-from tbconsole.ui.present import PHASE_LABELS, format_count
+from tbconsole.ui.present import PHASE_LABELS, UNIFORM_FLAGS, format_count, solved_reward, uniform_kind
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette
 
@@ -18,7 +18,6 @@ LIMIT_MARKS: dict[str, str] = {  # a scored trial that hit a limit: the letter a
     TrialOutcome.SEQUENCE_LIMIT: "L",
     TrialOutcome.OUTPUT_LIMIT: "L",
 }
-ALL_SAME = "=all"
 GROUP_FAILED = "✗err"
 
 
@@ -79,17 +78,21 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
 
 
 def group_label(g: GroupState, state: RunState, width: int, p: Palette) -> Text:
-    """A group's label in ``width`` cells: its number and task, flagged ``=all`` when every trial
-    got the same reward (it trains nothing) or ``✗err`` when the group failed. The task name is
-    cut, never the flag."""
+    """A group's label in ``width`` cells: its number and task, flagged when every trial got one
+    reward (it trains nothing): ``✓all`` all solved (success, in its colour), ``✗all`` all failed,
+    ``=all`` one partial reward; or ``✗err`` when the group failed. The task name is cut, never
+    the flag."""
     failed = g.ok is False
-    flag = GROUP_FAILED if failed else (ALL_SAME if g.all_same(state.trials) else "")
+    reward = None if failed else g.uniform_reward(state.trials)
+    kind = uniform_kind(reward, solved_reward(state)) if reward is not None else None
+    flag = GROUP_FAILED if failed else (UNIFORM_FLAGS[kind] if kind else "")
     text = Text(f"{g.group:>2} ", style=p.muted, no_wrap=True, overflow="ellipsis")
     task = Text(one_line(g.task), style="bold")
     task.truncate(max(1, width - text.cell_len - (len(flag) + 1 if flag else 0)), overflow="ellipsis")
     text.append_text(task)
     if flag:
-        text.append(" " + flag, style=f"bold {p.error if failed else p.warning}")
+        colour = p.error if failed else p.success if kind == "solved" else p.warning
+        text.append(" " + flag, style=f"bold {colour}")
     return text
 
 

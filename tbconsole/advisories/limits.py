@@ -1,0 +1,95 @@
+"""limits: per step, how many trials ended at a limit (output tokens, context window, agent
+timeout) and how many replies were cut at their max_tokens. Each is its own condition (key), set
+or cleared when a step ends: a limit hit often means the run trains on cut-off work."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tbconsole import events as ev
+from tbconsole.advisories.base import Advice, Rule, share, step_done
+from tbconsole.advisories.thresholds import Thresholds
+from tbconsole.enums import AdvisorySeverity, TrialOutcome
+
+# key → (the outcome counted, its threshold's name, what to say, what to look at)
+OUTCOMES = {
+    "output-limit": (
+        TrialOutcome.OUTPUT_LIMIT,
+        "output_limit_rate",
+        "trials ended at the output-token limit",
+        "raise max_tokens in trial.json or config.max_tokens",
+    ),
+    "context-overflow": (
+        TrialOutcome.SEQUENCE_LIMIT,
+        "context_overflow_rate",
+        "trials overflowed the context window",
+        "look at how long their transcripts grow; the proxy's context_window in trial.json",
+    ),
+    "agent-timeout": (
+        TrialOutcome.TIME_LIMIT,
+        "agent_timeout_rate",
+        "trials hit their agent timeout",
+        "look at what their agents were doing; the tasks' agent timeouts",
+    ),
+}
+
+
+class Limits(Rule):
+    name = "limits"
+
+    def __init__(self, thresholds: Thresholds):
+        super().__init__(thresholds)
+        self.outcomes: dict[int, Counter[str]] = {}  # step → outcome → trials
+        self.replies: dict[int, list[int]] = {}  # step → [replies, replies cut at max_tokens]
+        self.done: set[int] = set()
+
+    def observe(self, item: Any) -> None:
+        if isinstance(item, ev.TrialEnded) and item.scored:
+            self.outcomes.setdefault(item.step, Counter())[item.outcome] += 1
+        elif isinstance(item, ev.ProxyRequest) and item.captured:
+            counts = self.replies.setdefault(item.step, [0, 0])
+            counts[0] += 1
+            counts[1] += item.stop_reason == "length"
+        step = step_done(item)
+        if step is not None and step not in self.done:
+            self.done.add(step)
+            self._judge(step)
+            self.outcomes.pop(step, None)
+            self.replies.pop(step, None)
+
+    def _judge(self, step: int) -> None:
+        outcomes = self.outcomes.get(step, Counter())
+        trials = sum(outcomes.values())
+        for sub, (outcome, option, what, look) in OUTCOMES.items():
+            self._rate(step, sub, outcomes[outcome], trials, option, what, look)
+        replies, cut = self.replies.get(step, [0, 0])
+        self._rate(
+            step,
+            "cut-replies",
+            cut,
+            replies,
+            "cut_reply_rate",
+            "replies stopped at their max_tokens",
+            "the policy learns from cut-off replies; raise max_tokens in trial.json or config.max_tokens",
+        )
+
+    def _rate(self, step: int, sub: str, part: int, whole: int, option: str, what: str, look: str) -> None:
+        key = f"{self.name}:{sub}"
+        if whole == 0:
+            return
+        limit = getattr(self.t, option)
+        rate = part / whole
+        if rate < limit:
+            self.release(key, f"step {step}: {share(part, whole)} {what}, under {limit:.0%}")
+            return
+        self.hold(
+            Advice(
+                key=key,
+                severity=AdvisorySeverity.WARNING,
+                message=f"step {step}: {share(part, whole)} {what} — {look}",
+                threshold=f"advise.{option}={limit:g}",
+                value=round(rate, 4),
+                step=step,
+            )
+        )

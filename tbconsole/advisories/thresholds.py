@@ -1,0 +1,135 @@
+"""Every advisory threshold, with its default and what it means: one dataclass.
+
+The runner takes them as ``advise.<name>=<value>`` (``tbconsole train … advise.kl_max=0.02``,
+listed by ``--help``); ``problems`` says what is wrong with a set of values (the runner exits 2
+with it). The README's Advisories table is checked against ``DOCS`` by a test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# The rules, by the name ``advise.off`` and the advisories' ``rule`` field use.
+RULES = (
+    "no-signal",
+    "stalled",
+    "past-timeout",
+    "limits",
+    "kl",
+    "entropy",
+    "reward-hacking",
+    "captures",
+    "tokens",
+    "gateway-latency",
+    "gateway-probes",
+    "sdk-retries",
+    "disk",
+)
+
+
+def _t(default, doc: str):
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    # no-signal: groups whose trials all got the same reward teach nothing (zero advantage).
+    no_signal_share: float = _t(0.5, "a step's share of groups with all rewards equal that raises no-signal")
+    no_signal_steps: int = _t(3, "steps in a row over no_signal_share that make no-signal an error (a trend)")
+    solved_reward: float = _t(1.0, "a reward at or above this counts as solved (all-solved vs all-failed)")
+    # stalled / past-timeout: time-based, checked every few seconds.
+    stall_factor: float = _t(3.0, "a phase lasting this many times the run's median for that phase is a stall")
+    stall_floor_s: float = _t(300.0, "…and at least this many seconds (short phases never stall)")
+    stall_min_peers: int = _t(3, "finished phases of that kind the run needs before it compares")
+    timeout_grace_s: float = _t(60.0, "seconds past a trial's agent timeout before it counts as not ended")
+    # limits: per step, over the step's trials (outcomes) and captured replies.
+    output_limit_rate: float = _t(0.25, "share of a step's trials ended OutputTokenLimitExceeded")
+    cut_reply_rate: float = _t(0.5, "share of a step's replies stopped at their max_tokens")
+    context_overflow_rate: float = _t(0.25, "share of a step's trials ended SequenceLengthLimitExceeded")
+    agent_timeout_rate: float = _t(0.25, "share of a step's trials ended TimeLimitExceeded")
+    # training metrics (the cookbook's metrics row of each step).
+    kl_max: float = _t(0.01, "sampler↔trainer KL, abs(optim/kl_sample_train_v1), above this")
+    entropy_drop: float = _t(0.3, "entropy below (1 - this) × its highest of the last entropy_steps steps")
+    entropy_steps: int = _t(3, "steps entropy_drop looks back")
+    hack_reward_rise: float = _t(0.1, "reward up by at least this over hack_steps steps …")
+    hack_tokens_drop: float = _t(0.5, "… while tokens per reply fell by at least this share")
+    hack_steps: int = _t(3, "steps the reward-hacking sign looks back")
+    # captures / tokens: the proxy's record against the training data.
+    token_mismatch: int = _t(0, "tokens the proxy's count and the training data may differ by per step")
+    # gateway.
+    latency_factor: float = _t(5.0, "probe latency (median of the last 3) over this × its own baseline")
+    latency_floor_ms: float = _t(500.0, "…and over this many milliseconds")
+    latency_baseline_probes: int = _t(5, "answered probes that make the baseline before latency is judged")
+    failed_probes: int = _t(2, "failed gateway probes in a row")
+    sdk_retries: int = _t(3, "SDK request retries within sdk_retry_window_s")
+    sdk_retry_window_s: float = _t(300.0, "the window sdk_retries counts in")
+    # disk: the run folder's filesystem.
+    disk_warn_mib: float = _t(2048.0, "free space (MiB) below which disk warns")
+    disk_error_mib: float = _t(512.0, "free space (MiB) below which disk is an error")
+    disk_steps_left: float = _t(5.0, "warn when the growth per step fills the disk within this many steps")
+    # switches.
+    off: str = _t("", "rules turned off, comma-separated (e.g. sdk-retries,disk)")
+
+    def is_off(self, rule: str) -> bool:
+        return rule in self.disabled()
+
+    def disabled(self) -> set[str]:
+        return {name.strip() for name in self.off.split(",") if name.strip()}
+
+
+DEFAULTS = Thresholds()
+DOCS = {f.name: f.metadata["doc"] for f in dataclasses.fields(Thresholds)}
+
+_SHARES = ("no_signal_share", "output_limit_rate", "cut_reply_rate", "context_overflow_rate", "agent_timeout_rate")
+_FRACTIONS = ("entropy_drop", "hack_tokens_drop")  # strictly between 0 and 1
+_COUNTS = (
+    "no_signal_steps",
+    "stall_min_peers",
+    "entropy_steps",
+    "hack_steps",
+    "latency_baseline_probes",
+    "failed_probes",
+    "sdk_retries",
+)
+_POSITIVE = (
+    "stall_floor_s",
+    "kl_max",
+    "hack_reward_rise",
+    "latency_floor_ms",
+    "sdk_retry_window_s",
+    "disk_warn_mib",
+    "disk_error_mib",
+    "disk_steps_left",
+)
+_AT_LEAST_ONE = ("stall_factor", "latency_factor")
+
+
+def problems(t: Thresholds) -> list[str]:
+    """What is wrong with these values, one line each, in ``advise.<name>`` terms ([] if fine)."""
+    out = []
+    for name in _SHARES:
+        if not 0 < getattr(t, name) <= 1:
+            out.append(f"advise.{name} is a share of the step's trials or groups: more than 0, at most 1")
+    for name in _FRACTIONS:
+        if not 0 < getattr(t, name) < 1:
+            out.append(f"advise.{name} is a fraction: between 0 and 1")
+    for name in _COUNTS:
+        if getattr(t, name) < 1:
+            out.append(f"advise.{name} must be at least 1")
+    for name in _POSITIVE:
+        if not getattr(t, name) > 0:
+            out.append(f"advise.{name} must be more than 0")
+    for name in _AT_LEAST_ONE:
+        if not getattr(t, name) >= 1:
+            out.append(f"advise.{name} is a factor: at least 1")
+    if t.timeout_grace_s < 0:
+        out.append("advise.timeout_grace_s must not be negative")
+    if t.token_mismatch < 0:
+        out.append("advise.token_mismatch must not be negative")
+    if t.disk_error_mib > t.disk_warn_mib:
+        out.append("advise.disk_error_mib must not be above advise.disk_warn_mib")
+    unknown = sorted(t.disabled() - set(RULES))
+    if unknown:
+        out.append(f"advise.off names unknown rules {', '.join(unknown)} (rules: {', '.join(RULES)})")
+    return out

@@ -1,0 +1,186 @@
+"""The trainer's log-prob of every sampled token, recorded beside the captures when a step trains.
+
+The cookbook's training step (``tinker_cookbook.rl.train.train_step``) already gets these back:
+``forward_backward`` returns the trainer's log-prob of every target token of every datum, and the
+cookbook uses them only for ``optim/kl_sample_train_*``. Here they are kept per token: the recipe's
+training client is wrapped so each ``forward_backward`` result is read beside the datums it was
+asked for, and each datum is matched to the trial and turns it was built from.
+
+Matching: when a group's rollout returns, each trial's captured turns are laid out the way the
+cookbook's ``trajectory_to_data`` builds datums (a turn whose prompt extends the sequence so far
+joins its datum, any other starts a new one), and each datum is keyed by a digest of its target
+tokens. A datum that reaches ``forward_backward`` is looked up by the same digest (identical
+datums, of trials that sampled the same reply, in rollout order); its output
+tokens' positions give the trainer's log-probs per turn. Groups the cookbook drops (constant
+rewards, when configured) are never asked for and leave no file.
+
+Written: ``RunFolder.trainer_logprobs_file``, one JSON line per turn,
+``{"step", "turn", "logprobs": [...]}``, each trial's lines in one append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+from tinker_cookbook.rl.rollout_strategy import RolloutResult, RolloutStrategy
+
+from tbconsole.runfolder import RunFolder, trial_id
+
+logger = logging.getLogger(__name__)
+
+
+def _digest(tokens: Any) -> bytes:
+    return hashlib.blake2b(np.asarray(tokens, dtype=np.int64).tobytes(), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class DatumPlan:
+    """One datum of a trial: where each of its turns' output tokens sit among its targets."""
+
+    step: int
+    group: int
+    trial: str
+    turns: tuple[tuple[int, int, int], ...]  # (turn, first target index, token count)
+
+
+def plan_datums(step: int, group: int, trial: str, turns: Sequence[tuple[Sequence[int], Sequence[int]]]):
+    """(digest of target tokens, plan) per datum the cookbook builds from these (prompt, output)
+    turns, mirroring ``trajectory_to_data``'s merge rule."""
+    out: list[tuple[bytes, DatumPlan]] = []
+    full: list[int] = []
+    spans: list[tuple[int, int, int]] = []
+
+    def close() -> None:
+        if full:
+            out.append((_digest(full[1:]), DatumPlan(step, group, trial, tuple(spans))))
+
+    for index, (prompt, output) in enumerate(turns):
+        prompt = list(prompt)
+        if full and prompt[: len(full)] == full:
+            full.extend(prompt[len(full) :])
+        else:
+            close()
+            full, spans = list(prompt), []
+        spans.append((index, len(full) - 1, len(output)))  # targets are the sequence shifted by one
+        full.extend(output)
+    close()
+    return out
+
+
+@dataclass
+class TrainerLogprobs:
+    folder: RunFolder
+    # Digest → plans in rollout order: trials of a group often sample the very same reply, and
+    # their datums (same tokens) reach the trainer in the same order.
+    plans: dict[bytes, list[DatumPlan]] = field(default_factory=dict)
+    step: int | None = None
+    seconds: float = 0.0  # spent matching and writing, for the run's log
+
+    def add_group(self, step: int, group: int, trials: list[str], result: RolloutResult) -> None:
+        started = time.perf_counter()
+        if step != self.step:  # datums of an earlier step that never trained (dropped groups)
+            self.plans.clear()
+            self.step, self.seconds = step, 0.0
+        for trial, trajectory in zip(trials, result.trajectories, strict=True):
+            turns = [(t.ob.to_ints(), t.ac.tokens) for t in trajectory.transitions]
+            for digest, plan in plan_datums(step, group, trial, turns):
+                self.plans.setdefault(digest, []).append(plan)
+        self.seconds += time.perf_counter() - started
+
+    def record(self, data: Sequence[Any], output: Any) -> None:
+        """One ``forward_backward``'s datums and result → lines beside the captures."""
+        started = time.perf_counter()
+        rows: dict[tuple[int, int, str], list[bytes]] = {}
+        for datum, out in zip(data, output.loss_fn_outputs, strict=False):
+            digest = _digest(datum.loss_fn_inputs["target_tokens"].to_numpy())
+            waiting = self.plans.get(digest)
+            if not waiting:
+                continue
+            plan = waiting.pop(0)
+            if not waiting:
+                del self.plans[digest]
+            logprobs = out["logprobs"].to_numpy()
+            for turn, start, count in plan.turns:
+                row = {"step": plan.step, "turn": turn, "logprobs": logprobs[start : start + count].tolist()}
+                rows.setdefault((plan.step, plan.group, plan.trial), []).append(orjson.dumps(row) + b"\n")
+        for (step, group, trial), lines in rows.items():
+            path = self.folder.trainer_logprobs_file(step, group, trial)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "ab") as handle:  # whole lines, one write per trial
+                handle.write(b"".join(lines))
+        self.seconds += time.perf_counter() - started
+        logger.info(
+            "trainer log-probs: %d datums of step %s written for %d trials; %.1f ms so far this step",
+            len(data),
+            self.step,
+            len(rows),
+            self.seconds * 1000,
+        )
+
+
+def attempt_trials(folder: RunFolder, task: str, step: int, group: int, size: int) -> list[str]:
+    """The trial ids of a group's attempt that returned: its newest capture folder's."""
+    attempt = 0
+    while folder.capture_group(step, group, attempt + 1).exists():
+        attempt += 1
+    return [trial_id(task, step, group, k, attempt) for k in range(size)]
+
+
+@dataclass(frozen=True, eq=False)
+class RecordingStrategy(RolloutStrategy):
+    """The recipe's rollout strategy, noting each returned group's turns for the recorder."""
+
+    inner: RolloutStrategy
+    recorder: TrainerLogprobs
+
+    @property
+    def catches_group_errors(self) -> bool:
+        return self.inner.catches_group_errors
+
+    async def execute(self, env_group_builder, policy) -> RolloutResult:
+        result = await self.inner.execute(env_group_builder, policy)
+        b = env_group_builder
+        try:
+            trials = attempt_trials(self.recorder.folder, b.task_name, b.batch, b.group, len(result.trajectories))
+            self.recorder.add_group(b.batch, b.group, trials, result)
+        except Exception as exc:  # noqa: BLE001 - a view's data must never fail the run
+            logger.warning("trainer log-probs: step %s group %s not recorded: %s", b.batch, b.group, exc)
+        return result
+
+
+class _RecordingFuture:
+    def __init__(self, future: Any, data: Sequence[Any], recorder: TrainerLogprobs):
+        self._future, self._data, self._recorder = future, data, recorder
+
+    async def result_async(self, *args: Any, **kwargs: Any) -> Any:
+        result = await self._future.result_async(*args, **kwargs)
+        try:
+            self._recorder.record(self._data, result)
+        except Exception as exc:  # noqa: BLE001 - a view's data must never fail the run
+            logger.warning("trainer log-probs not recorded: %s", exc)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._future, name)
+
+
+class RecordingTrainingClient:
+    """The training client, with each ``forward_backward_async`` result also given to the
+    recorder; everything else goes straight to the client."""
+
+    def __init__(self, client: Any, recorder: TrainerLogprobs):
+        self._client, self._recorder = client, recorder
+
+    async def forward_backward_async(self, data, loss_fn, loss_fn_config=None):
+        future = await self._client.forward_backward_async(data, loss_fn=loss_fn, loss_fn_config=loss_fn_config)
+        return _RecordingFuture(future, list(data), self._recorder)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

@@ -1,0 +1,46 @@
+"""The rules over a real demo run folder (the session's `demo_run`): its captures and the training
+data agree, nothing stalls; and the run's own watcher wrote what the rules say."""
+
+import pytest
+
+from tbconsole import events as ev
+from tbconsole.advisories import Advisor, replay
+from tbconsole.events import read_events
+from tbconsole.runfolder import RunFolder
+from tbconsole.runner.advise import read_capture_file
+
+from conftest import raised
+
+
+@pytest.mark.root
+def test_a_real_runs_captures_and_training_data_agree(demo_run):
+    folder = RunFolder(demo_run)
+    events = list(read_events(folder.events))
+    advisor = Advisor()
+    out = []
+    facts = 0
+    for event in events:
+        out += advisor.feed(event)
+        if isinstance(event, ev.TrialEnded) and event.scored:
+            fact = read_capture_file(folder, event)
+            assert fact is not None and fact.error is None and fact.records == event.turns > 0
+            assert fact.with_logprobs == fact.records and fact.output_tokens == event.output_tokens
+            facts += 1
+            out += advisor.feed(fact, now=event.ts)
+    assert facts >= 8
+    for rule in ("captures", "tokens", "stalled", "past-timeout", "kl", "gateway-probes"):
+        assert raised(out, rule) == [], rule
+
+
+@pytest.mark.root
+def test_the_runs_own_advisories_are_in_its_events(demo_run):
+    events = list(read_events(RunFolder(demo_run).events))
+    written = [e for e in events if isinstance(e, ev.AdvisoryRaised | ev.AdvisoryCleared)]
+    if not written:
+        pytest.skip("a run folder recorded before the runner published advisories")
+    assert all(e.key for e in written)
+    assert not [e for e in raised(written) if e.rule in ("captures", "tokens")]
+    # each step's no-signal judgement the rules make over the stream, the runner made live too
+    replayed = {(e.key, e.step) for e in raised(replay(events)) if e.rule == "no-signal"}
+    live = {(e.key, e.step) for e in raised(written) if e.rule == "no-signal"}
+    assert live == replayed

@@ -1,0 +1,81 @@
+"""A real demo run whose folder's filesystem fills up: the runner's own watcher raises the disk
+advisory (in events.jsonl and the progress log) from the run folder's free space before the run's
+writes fail."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tbconsole import diskspace
+from tbconsole.events import read_events
+
+SMALL = [
+    "config.dataset_builder.groups_per_batch=1",
+    "config.dataset_builder.group_size=2",
+    "config.max_tokens=64",
+    "config.eval_every=0",
+    "config.max_steps=1",
+]
+FAILURES = ("proxy.capture_lost", "error.raised")
+
+
+def _fill(where: Path, leave: int) -> None:
+    """Another writer takes the filesystem's space, all but ``leave`` bytes."""
+    with open(where / f"filler{time.monotonic_ns()}", "wb") as handle:
+        want = diskspace.free_bytes(where) - leave
+        chunk = 8 << 20
+        while want > 0:
+            try:
+                handle.write(bytes(min(chunk, want)))
+                handle.flush()
+            except OSError:
+                return
+            want -= min(chunk, want)
+
+
+def _events(log: Path) -> list:
+    path = log / "events.jsonl"
+    return list(read_events(path)) if path.exists() else []
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_real_run_raises_the_disk_advisory_before_its_writes_fail(tmpfs):
+    disk = tmpfs("700m")
+    log = disk / "run"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.log_path={log}", *SMALL,
+         "advise.disk_warn_mib=128", "advise.disk_error_mib=64"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not any(e.kind == "group.started" for e in _events(log)):
+            assert run.poll() is None and time.monotonic() < deadline, "the run did not start a group"
+            time.sleep(0.2)
+        _fill(disk, leave=40 << 20)  # under advise.disk_error_mib: the next check (5 s) sees it
+        deadline = time.monotonic() + 60
+        while not any(e.kind == "advisory.raised" and e.rule == "disk" for e in _events(log)):
+            assert time.monotonic() < deadline, "no disk advisory within 60 s"
+            time.sleep(0.2)
+        _fill(disk, leave=0)
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    lines = [json.loads(line) for line in (log / "events.jsonl").read_text().splitlines()]
+    kinds = [line["kind"] for line in lines]
+    first = next(i for i, line in enumerate(lines) if line["kind"] == "advisory.raised" and line["rule"] == "disk")
+    assert lines[first]["severity"] == "error" and lines[first]["threshold"] == "advise.disk_error_mib=64"
+    assert "MiB free on the run folder's filesystem" in lines[first]["message"]
+    failed = [i for i, kind in enumerate(kinds) if kind in FAILURES]
+    assert all(i > first for i in failed), "a write failed before the disk advisory"
+    assert "advisory error [disk]:" in out and "Traceback" not in out, out[-3000:]
+    assert kinds[-1] == "run.ended"

@@ -1,0 +1,121 @@
+"""kl, entropy, reward-hacking (the metrics row of each step); captures and tokens (the proxy's
+record against the training data)."""
+
+import dataclasses
+
+from tbconsole import events as ev
+from tbconsole.advisories import Advisor, Thresholds, replay
+from tbconsole.advisories.facts import CaptureFile
+from tbconsole.enums import AdvisorySeverity
+
+from conftest import cleared, raised
+
+KL, ENTROPY = "optim/kl_sample_train_v1", "optim/entropy"
+REWARD, TOKENS = "env/all/reward/total", "env/all/ac_tokens_per_turn"
+
+
+def _steps(stream, rows):
+    stream.run_started()
+    for step, row in enumerate(rows):
+        stream.group(step, 0, [0.0, 1.0, 0.0, 1.0])
+        stream.step_end(step, row)
+    return replay(stream.items)
+
+
+def test_the_recorded_run_trains_within_every_metrics_threshold(recorded):
+    out = replay(recorded)
+    for rule in ("kl", "entropy", "reward-hacking", "tokens", "captures"):
+        assert raised(out, rule) == [], rule
+
+
+def test_kl_over_its_threshold_fires_and_clears(stream):
+    out = _steps(stream, [{KL: 0.002}, {KL: 0.09}, {KL: -0.02}, {KL: 0.005}])
+    kl = raised(out, "kl")
+    assert [(e.step, e.value) for e in kl] == [(1, 0.09), (2, -0.02)]  # |v1|: a large negative too
+    assert kl[0].threshold == "advise.kl_max=0.01" and kl[0].metric == KL
+    assert [e.message for e in cleared(out, "kl")] == ["step 3: sampler↔trainer KL 0.005, within 0.01"]
+    assert raised(replay(stream.items, Thresholds(kl_max=0.1)), "kl") == []
+
+
+def test_entropy_falling_fast_but_not_a_slow_drift(stream):
+    out = _steps(stream, [{ENTROPY: 2.0}, {ENTROPY: 1.9}, {ENTROPY: 1.3}])  # 35% under the best of 3 steps
+    (advice,) = raised(out, "entropy")
+    assert advice.step == 2 and "fell to 1.3 from 2 at step 0 (35% down)" in advice.message
+    slow = [{ENTROPY: 2.0 - 0.1 * s} for s in range(10)]  # 5% a step: never 30% within 3 steps
+    assert raised(_steps(type(stream)(), slow), "entropy") == []
+
+
+def test_reward_up_while_replies_collapse_is_flagged_reward_up_with_steady_replies_is_not(stream):
+    rows = [{REWARD: 0.2, TOKENS: 400}, {REWARD: 0.3, TOKENS: 300}, {REWARD: 0.5, TOKENS: 150}]
+    (advice,) = raised(_steps(stream, rows), "reward-hacking")
+    assert advice.step == 2 and "reward rose 0.2→0.5 since step 0 while tokens per reply fell 400→150" in advice.message
+    healthy = [{REWARD: 0.2, TOKENS: 400}, {REWARD: 0.5, TOKENS: 380}, {REWARD: 0.9, TOKENS: 350}]
+    assert raised(_steps(type(stream)(), healthy), "reward-hacking") == []
+
+
+def test_tokens_the_training_data_does_not_hold_are_an_error(stream):
+    stream.run_started()
+    stream.group(0, 0, [0.0, 1.0, 0.0, 1.0])  # 4 trials × 2 turns × 100 reply tokens
+    stream.step_end(0, {"env/all/total_ac_tokens": 795.0})
+    (advice,) = raised(replay(stream.items), "tokens")
+    assert advice.severity == AdvisorySeverity.ERROR and advice.step == 0
+    assert "the proxy captured 8 turns, 8000 prompt and 800 reply tokens" in advice.message
+    assert "the training data holds 8, 8000 and 795" in advice.message and advice.metric == "env/all/total_ac_tokens"
+    assert raised(replay(stream.items, Thresholds(token_mismatch=5)), "tokens") == []
+
+
+def test_tokens_count_only_the_groups_that_are_trained(stream):
+    stream.run_started(remove_constant_reward_groups=True)
+    stream.group(0, 0, [0.0, 1.0, 0.0, 1.0])
+    stream.group(0, 1, [0.0, 0.0, 0.0, 0.0])  # dropped from training: all rewards equal
+    stream.group(0, 2, [0.0, 0.0, 1.0, None], ok=False)  # a failed attempt: not trained
+    stream.step_end(
+        0, {"env/all/total_turns": 8.0, "env/all/total_ob_tokens": 8000.0, "env/all/total_ac_tokens": 800.0}
+    )
+    assert raised(replay(stream.items), "tokens") == []
+    kept = dataclasses.replace(stream.items[0], config={"config": {"remove_constant_reward_groups": False}})
+    assert raised(replay([kept, *stream.items[1:]]), "tokens")  # now group 1's 800 tokens are missing
+
+
+def test_a_trial_whose_end_disagrees_with_the_proxy_is_an_error(stream):
+    stream.run_started()
+    trials = stream.group(0, 0, [0.0, 1.0, 0.0, 1.0])
+    ended = next(e for e in stream.items if isinstance(e, ev.TrialEnded) and e.trial == trials[1])
+    stream.items[stream.items.index(ended)] = dataclasses.replace(ended, turns=3)
+    stream.step_end(0)
+    (advice,) = raised(replay(stream.items), "captures")
+    assert advice.trial == trials[1] and advice.severity == AdvisorySeverity.ERROR
+    assert "the proxy reported 2 turns / 200 reply tokens, the trial ended with 3 / 200" in advice.message
+
+
+def test_capture_files_without_logprobs_or_turns_are_errors_whole_ones_clear(stream):
+    stream.run_started()
+    trials = stream.group(0, 0, [0.0, 1.0, 0.0, 1.0])
+    advisor = Advisor()
+    for item in stream.items:
+        advisor.feed(item)
+    whole = {"step": 0, "group": 0, "records": 2, "output_tokens": 200}
+    for trial in trials[:3]:
+        advisor.feed(CaptureFile(trial=trial, with_logprobs=2, **whole))
+    advisor.feed(CaptureFile(trial=trials[3], with_logprobs=1, **whole))
+    stream.step_end(0)
+    out = [e for item in stream.items[-2:] for e in advisor.feed(item)]
+    (advice,) = raised(out, "captures")
+    assert advice.trial == trials[3] and "1 of its 2 turns lack log-probs" in advice.message
+    # the next step's captures are whole: cleared
+    stream.group(1, 0, [0.0, 1.0, 0.0, 1.0])
+    stream.step_end(1)
+    out = [e for item in stream.items if getattr(item, "step", None) == 1 for e in advisor.feed(item)]
+    assert [e.message for e in cleared(out, "captures")] == [
+        "step 1: every scored trial's turns are captured with log-probs"
+    ]
+
+
+def test_when_every_group_is_flat_the_cookbook_trains_the_first(stream):
+    stream.run_started(remove_constant_reward_groups=True)
+    stream.group(0, 0, [0.0, 0.0, 0.0, 0.0])
+    stream.group(0, 1, [1.0, 1.0, 1.0, 1.0])
+    stream.step_end(
+        0, {"env/all/total_turns": 8.0, "env/all/total_ob_tokens": 8000.0, "env/all/total_ac_tokens": 800.0}
+    )
+    assert raised(replay(stream.items), "tokens") == []
