@@ -231,14 +231,22 @@ def _demo_events(args: argparse.Namespace) -> int:
 
     async def work() -> str:
         from tbconsole.control import ControlInbox
-        from tbconsole.ui.synthetic import play
+        from tbconsole.ui.synthetic import SyntheticCaptures, play
 
         inbox = asyncio.create_task(ControlInbox(args.log_path, control).run())  # for `attach` from elsewhere
         try:
+            captures = SyntheticCaptures(args.log_path)  # transcripts read capture files, as in a real run
             events = list(
-                synthetic_run(steps=args.steps, error_at=(1, 2), seed=args.seed, end=False, log_path=str(args.log_path))
+                synthetic_run(
+                    steps=args.steps,
+                    error_at=(1, 2),
+                    seed=args.seed,
+                    end=False,
+                    log_path=str(args.log_path),
+                    captures=captures,
+                )
             )
-            return await play(bus, control, events, speed=speed)
+            return await play(bus, control, events, speed=speed, captures=captures)
         finally:
             inbox.cancel()
 

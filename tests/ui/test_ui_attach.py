@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from tbconsole.events import ControlChanged, read_events
+from tbconsole.ui.synthetic import record_run
 
 from conftest import FIXTURES
 
@@ -57,8 +58,10 @@ def tmux_sessions():
         s.close()
 
 
-def test_attach_replays_a_finished_run(tmux_sessions):
-    t = Tmux(f"{sys.executable} -m tbconsole.ui.cli attach {FIXTURES / 'finished'}")
+def test_attach_replays_a_finished_run(tmux_sessions, tmp_path):
+    # The finished fixture's run, recorded with its capture files (the transcript's source).
+    record_run(tmp_path / "run", error_at=(1, 2), pause_after=0)
+    t = Tmux(f"{sys.executable} -m tbconsole.ui.cli attach {tmp_path / 'run'}")
     tmux_sessions.append(t)
     screen = t.wait_for("DONE")
     assert "replay" in screen and "step 2 · 3/3 trained" in screen and "trials · step 2" in screen
