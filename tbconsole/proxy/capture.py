@@ -134,9 +134,12 @@ class CaptureWriter:
             "max_tokens": turn.max_tokens,
             "temperature": turn.temperature,
         }
-        if turn.text:
-            record.update(turn.text)
         line = orjson.dumps(record) + b"\n"
+        if turn.text:  # the text is for viewers: text that cannot be written never costs the turn
+            try:
+                line = orjson.dumps({**record, **turn.text}) + b"\n"
+            except TypeError:
+                pass
         fd = self._open()
         view = memoryview(line)
         while view:

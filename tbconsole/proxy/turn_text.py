@@ -13,6 +13,16 @@ from tbconsole.capturefile import clip
 from tbconsole.proxy.chat import ChatReply
 
 
+def _text(value: str, limit: int | None = None) -> str:
+    """Clipped, and writable as UTF-8: a lone surrogate from a client's JSON becomes U+FFFD."""
+    value = clip(value) if limit is None else clip(value, limit)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -32,7 +42,7 @@ def _content_text(content: Any) -> str:
 
 
 def _message_view(message: Message) -> dict[str, Any]:
-    view: dict[str, Any] = {"role": message["role"], "content": clip(_content_text(message.get("content")))}
+    view: dict[str, Any] = {"role": message["role"], "content": _text(_content_text(message.get("content")))}
     calls = message.get("tool_calls") or []
     if calls:
         view["tool_calls"] = [_call_view(c) for c in calls]
@@ -45,8 +55,8 @@ def _message_view(message: Message) -> dict[str, Any]:
 def _call_view(call: Any) -> dict[str, str]:
     function = getattr(call, "function", None)
     if function is None:  # not the cookbook's ToolCall: shown as it is, never an error
-        return {"name": "?", "arguments": clip(str(call))}
-    return {"name": str(function.name), "arguments": clip(str(function.arguments))}
+        return {"name": "?", "arguments": _text(str(call))}
+    return {"name": str(function.name), "arguments": _text(str(function.arguments))}
 
 
 def _fingerprint(message: Message) -> tuple[str, int, str]:
@@ -84,10 +94,10 @@ class ConversationCursor:
 def reply_view(reply: ChatReply | None, raw_text: str, error: str | None) -> dict[str, Any]:
     """The ``reply`` field: the parsed reply, or the raw decode when the renderer could not parse it."""
     if reply is None:
-        return {"text": clip(raw_text), "parse_error": (error or "unparseable")[:500]}
-    view: dict[str, Any] = {"text": clip(reply.text)}
+        return {"text": _text(raw_text), "parse_error": (error or "unparseable")[:500]}
+    view: dict[str, Any] = {"text": _text(reply.text)}
     if reply.thinking:
-        view["reasoning"] = clip(reply.thinking)
+        view["reasoning"] = _text(reply.thinking)
     if reply.tool_calls:
-        view["tool_calls"] = [{"name": c.name, "arguments": clip(c.arguments)} for c in reply.tool_calls]
+        view["tool_calls"] = [{"name": c.name, "arguments": _text(c.arguments)} for c in reply.tool_calls]
     return view
