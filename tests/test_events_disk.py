@@ -7,7 +7,6 @@ import errno
 import io
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,31 +25,6 @@ from tbconsole.events import (
     read_events,
 )
 from tbconsole.runner.progress import ProgressLog
-
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mounts small tmpfs filesystems (``tmpfs("2m")``); unmounts them after the test. Skips
-    where mounting is not allowed."""
-    mounted = []
-
-    def mount(size: str) -> Path:
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root")
-        where = tmp_path / f"fs{len(mounted)}"
-        where.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in reversed(mounted):
-        if subprocess.run(["umount", str(where)]).returncode != 0:
-            subprocess.run(["umount", "-l", str(where)], check=True)  # never leave a mount behind
 
 
 def fill(fs: Path, leave: int = 0) -> Path:

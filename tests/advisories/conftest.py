@@ -154,31 +154,3 @@ def cleared(events, prefix: str = "") -> list[ev.AdvisoryCleared]:
 def advisories():
     """(raised, cleared) filters over a list of advisory events."""
     return raised, cleared
-
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mounts a small tmpfs (``tmpfs("16m")``), unmounted after the test; skips where mounting
-    is not allowed (as tests/test_events_disk.py)."""
-    import os
-    import subprocess
-
-    mounted = []
-
-    def mount(size: str) -> Path:
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root")
-        where = tmp_path / f"fs{len(mounted)}"
-        where.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in reversed(mounted):
-        if subprocess.run(["umount", str(where)]).returncode != 0:
-            subprocess.run(["umount", "-l", str(where)], check=True)
