@@ -197,8 +197,12 @@ class LocalSandbox(BaseEnvironment):
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         await self._require().upload(Path(source_dir), target_dir)
 
+    # A sandbox that never started (or is already gone) holds no files: Harbor's best-effort
+    # log download after a failed start then fetches nothing instead of logging a traceback.
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        await self._require().download(source_path, Path(target_path))
+        if self._sandbox is not None:
+            await self._sandbox.download(source_path, Path(target_path))
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        await self._require().download(source_dir, Path(target_dir))
+        if self._sandbox is not None:
+            await self._sandbox.download(source_dir, Path(target_dir))

@@ -365,8 +365,16 @@ class ConsoleApp(App[int]):
     def action_decide(self) -> None:
         self.open_decision()
 
+    def can_cancel_trial(self, trial: str | None) -> bool | None:
+        """For ``x`` (a screen's check_action): False, no run to command (a replay, the runner
+        gone, the run over); None, that trial has ended (or there is none); True, it can go."""
+        if not (self.controllable and self.run_going):
+            return False
+        t = self.state.trials.get(trial or "")
+        return True if t is not None and not (t.done or t.cancelled) else None
+
     def confirm_cancel_trial(self, trial: str) -> None:
-        """``x`` on the main screen: cancel one running trial, after asking."""
+        """``x`` on a screen that shows one trial: cancel it, after asking."""
         self.push_screen(
             ConfirmScreen(
                 f"Cancel trial {trial}? Its sandbox is stopped and it is not scored. Its group "

@@ -1,7 +1,8 @@
 """Cancelling one trial: the control command (validated), the runner's cancel path on real Harbor
 trials in the local sandbox (a running trial and a queued one), and the whole flow on the
-embedded default driven from the console: x on a trial stuck in its agent phase, confirm, the
-decision modal, Retry group (a fresh -r1 attempt), the cancelled trials shown as cancelled."""
+embedded default driven from the console: a trial hangs in its agent phase, the stalled-trial
+advisory fires, x on it (from the advisories screen), confirm, the decision modal, Retry group
+(a fresh -r1 attempt), the cancelled trials shown as cancelled in the grid."""
 
 import asyncio
 import contextlib
@@ -124,6 +125,7 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
     from tbconsole.runner import demo, train
     from tbconsole.runner.options import parse
     from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.screens.advisories import AdvisoriesScreen
     from tbconsole.ui.screens.confirm import ConfirmScreen
     from tbconsole.ui.screens.decision import DecisionScreen
     from tbconsole.ui.source import BusSource, LocalControls
@@ -133,7 +135,9 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
     register_with_cookbook()
     monkeypatch.setenv("TINKER_API_KEY", "tml-local")
     tasks = tmp_path / "tasks"
-    hanging_task(tasks)
+    hanging_task(tasks)  # group 0 (tasks go in name order)
+    # group 1: its agent phases end in a second, the peers the stalled rule compares with
+    make_task(tasks, "quick", solve="true\n", test="echo 1 > /logs/verifier/reward.txt\n")
     trial_json = tmp_path / "trial.json"
     trial_json.write_text(
         json.dumps(
@@ -151,7 +155,7 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
             [
                 f"config.log_path={log}",
                 "config.max_steps=1",
-                "config.dataset_builder.groups_per_batch=1",
+                "config.dataset_builder.groups_per_batch=2",
                 "config.dataset_builder.group_size=2",
                 f"config.dataset_builder.tasks_dir={tasks}",
                 f"harbor.trial_config={trial_json}",
@@ -159,6 +163,8 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
                 "config.eval_every=0",
                 "config.kl_penalty_coef=0",
                 f"harbor.notify={notify}",
+                "advise.stall_min_peers=2",
+                "advise.stall_floor_s=4",
             ],
             demo.demo_defaults(),
         )
@@ -174,10 +180,14 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
     rang: list[float] = []
     app.bell = lambda: rang.append(time.time())  # observe the bell (a headless terminal has none)
 
-    def trials(attempt: str = "") -> list:
+    def trials(attempt: str = "") -> list:  # the hanging group's
         return sorted(
-            (t for t in app.state.trials.values() if t.trial.endswith(attempt) or not attempt), key=lambda t: t.index
+            (t for t in app.state.trials.values() if t.task == "hang" and (t.trial.endswith(attempt) or not attempt)),
+            key=lambda t: t.index,
         )
+
+    def stalled() -> dict:
+        return {a.trial: a for a in app.state.advisories.values() if a.rule == "stalled" and a.cleared is None}
 
     def cell(trial: str) -> str:
         return cell_text(app.state.trials[trial], app.now(), 12, palette_of(app)).plain
@@ -192,22 +202,37 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
             )
             assert not rang
             sibling, target = (t.trial for t in trials())
+            # Two quick agent phases done, then over max(4 s floor, 3 × their median): a stall each.
+            await wait_for(pilot, lambda: set(stalled()) == {sibling, target}, "the stalled advisories", 120)
+            advice = stalled()[target]
+            assert "agent" in advice.message and advice.threshold.startswith("advise.stall_factor=3")
             grid = app.screen.grid
-            grid.move_cursor(row=0, column=1)
-            await pilot.press("right")
-            assert grid.selected_trial() == target
+            await pilot.press("v")
+            screen = app.screen
+            assert isinstance(screen, AdvisoriesScreen)
+            ids = [screen.options.get_option_at_index(i).id for i in range(screen.options.option_count)]
+            shown = {o: a.key for o, a in screen._by_id.items()}
+            screen.options.highlighted = next(i for i, o in enumerate(ids) if shown.get(o) == advice.key)
+            await pilot.pause()
             await pilot.press("x")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
             await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen), "the decision modal", 120)
+            await wait_for(pilot, lambda: not stalled(), "the stalled advisories cleared with their group", 30)
             assert app.screen.error.trial == target and app.screen.error.exception_type == CANCELLED_BY_USER
             assert rang, "the bell did not ring for the decision"
             assert pids_with(HANG) == [], "the cancelled group left its command running"
             # Both show as cancelled: the one cancelled by hand and the sibling its group took along.
             assert cell(target) == "cancel" and cell(sibling) == "cancel"
-            row = grid.render_line(1).text  # the group's line as the grid draws it under the modal
+            # The grid lies under the advisories screen and is brought up to date when shown again.
+            grid.show(app.state, app.now())
+            row = grid.render_line(1).text  # the hanging group's line as the grid draws it
             assert row.count("cancel") == 2 and "agent" not in row, row
-            ends = [e for e in read_events(log / "events.jsonl") if isinstance(e, TrialEnded)]
+            ends = [
+                e
+                for e in read_events(log / "events.jsonl")
+                if isinstance(e, TrialEnded) and e.trial.startswith("hang.")
+            ]
             assert [(e.trial, e.outcome, e.scored, e.reward) for e in ends] == [
                 (target, TrialOutcome.CANCELLED, False, None)
             ]
@@ -219,7 +244,8 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
                 "the retried group's trials in their agent phase",
                 240,
             )
-            assert not isinstance(app.screen, DecisionScreen)
+            assert isinstance(app.screen, AdvisoriesScreen)  # back where the cancel started
+            await pilot.press("escape")
             assert [t.trial for t in trials()] == [f"{sibling}-r1", f"{target}-r1"]
             assert app.screen.check_action("cancel_trial", ()) is True  # a live trial again: x works
 
@@ -234,7 +260,7 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
     assert pids_with(HANG) == []
     events = list(read_events(log / "events.jsonl"))
     assert [e.decision for e in events if e.kind == "decision.made"] == ["retry_group"]
-    assert not any(e.kind == "trial.ended" and e.scored for e in events)
+    assert not any(e.kind == "trial.ended" and e.scored and e.trial.startswith("hang.") for e in events)
     told = [json.loads(line) for line in notified.read_text().splitlines()]
     assert [(n["event"], n.get("trial"), n.get("status")) for n in told] == [
         ("decision_needed", target, None),

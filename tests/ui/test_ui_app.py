@@ -400,3 +400,35 @@ async def test_a_resumed_live_console_shows_the_whole_run(tmp_path):
         assert app.state.run_id == "resumed"
         await wait_for(pilot, lambda: "step 2 · 3/3 trained" in rendered(app.screen.query_one("#header"), 200))
     bus.close()
+
+
+async def test_x_cancels_the_trial_a_transcript_shows_while_it_runs(finished_events):
+    def shown(app):
+        return {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show and b.enabled}
+
+    bus = EventBus()
+    control = RunControl(bus.publish)
+    cancelled: list[str] = []
+    live = ConsoleApp(
+        source=BusSource(bus, history=finished_events[:30]), controls=LocalControls(control), clock=lambda: T_FIXED
+    )
+    async with live.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: live.state.events == 30)
+        running = next(t.trial for t in live.state.trials.values() if not (t.done or t.cancelled))
+        with control.trial_running(running, lambda: cancelled.append(running)):
+            live.open_transcript(running)
+            await wait_for(pilot, lambda: isinstance(live.screen, TranscriptScreen) and "cancel_trial" in shown(live))
+            await pilot.press("x")
+            assert isinstance(live.screen, ConfirmScreen) and running in live.screen.question
+            await pilot.press("n")  # kept
+            assert isinstance(live.screen, TranscriptScreen) and not cancelled
+            await pilot.press("x", "y")
+            await wait_for(pilot, lambda: bool(cancelled))
+        assert cancelled == [running]
+
+    replay = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
+    async with replay.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: replay.state.finished)
+        replay.open_transcript(next(iter(replay.state.trials)))
+        await wait_for(pilot, lambda: isinstance(replay.screen, TranscriptScreen))
+        assert "cancel_trial" not in shown(replay)

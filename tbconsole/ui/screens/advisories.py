@@ -134,6 +134,7 @@ class AdvisoriesScreen(Screen):
     BINDINGS = [
         Binding("escape,v,q", "back", "Back"),
         Binding("enter", "jump", "Jump to it", priority=True),  # before the list's own enter
+        Binding("x", "cancel_trial", "Cancel its trial"),
     ]
 
     def __init__(self) -> None:
@@ -224,6 +225,7 @@ class AdvisoriesScreen(Screen):
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
         self._show_detail()
+        self.refresh_bindings()  # x is there only for an advisory about a running trial
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()  # a click on an entry: Enter is the screen's own binding
@@ -233,6 +235,17 @@ class AdvisoriesScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_cancel_trial(self) -> None:
+        a = self.selected()
+        if a is not None and a.trial and self.check_action("cancel_trial", ()):
+            self.app.confirm_cancel_trial(a.trial)
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "cancel_trial":
+            a = self.selected()
+            return self.app.can_cancel_trial(a.trial if a is not None else None)
+        return True
 
     def action_jump(self) -> None:
         a = self.selected()

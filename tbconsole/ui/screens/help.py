@@ -17,7 +17,11 @@ KEYS = [
     ("s", "stop cleanly: finish and train this batch, checkpoint, exit 0 (asks first)"),
     ("a", "abort: cancel trials now, keep what was captured (asks first)"),
     ("d", "decide on a pending error: abort or retry the group"),
-    ("x", "cancel the selected trial: its sandbox stops, its group fails, then abort or retry (asks first)"),
+    (
+        "x",
+        "cancel the selected trial (in the grid, its transcript or an advisory about it): its sandbox "
+        "stops, its group fails, then abort or retry (asks first)",
+    ),
     ("enter", "open the selected trial's transcript"),
     ("esc", "back"),
     (

@@ -162,18 +162,9 @@ class MainScreen(Screen):
         if trial is not None and self.check_action("cancel_trial", ()):
             self.app.confirm_cancel_trial(trial)
 
-    def _can_cancel(self) -> bool | None:
-        """False: no run to command (a replay, the runner gone, the run over); None: the selected
-        trial has ended (or none is selected); True: it can be cancelled."""
-        app = self.app
-        if not (app.controllable and app.run_going):
-            return False
-        t = app.state.trials.get(self.grid.selected_trial() or "")
-        return True if t is not None and not (t.done or t.cancelled) else None
-
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "clear_filter":
             return bool(self.grid.filter) or self.query_one("#filter", Input).has_class("-active")
         if action == "cancel_trial":
-            return self._can_cancel()
+            return self.app.can_cancel_trial(self.grid.selected_trial())
         return True

@@ -44,6 +44,7 @@ class TranscriptScreen(Screen):
         Binding("end", "follow", "Follow"),
         Binding("c", "logprobs", "Logprobs"),
         Binding("k", "tokens", "Tokens"),
+        Binding("x", "cancel_trial", "Cancel trial"),
         Binding("home", "top", "Top", show=False),
     ]
 
@@ -160,6 +161,7 @@ class TranscriptScreen(Screen):
         if seen != self._seen:  # a proxy.request of this trial, or its end: its line is in the file by now
             self._read_captures()
             rebuild = True
+            self.refresh_bindings()  # x goes from the footer once the trial has ended
         if rebuild or everything:
             self.rebuild()
         self._status(p)
@@ -248,6 +250,15 @@ class TranscriptScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_cancel_trial(self) -> None:
+        if self.check_action("cancel_trial", ()):
+            self.app.confirm_cancel_trial(self.trial)
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "cancel_trial":
+            return self.app.can_cancel_trial(self.trial)
+        return True
 
     def action_follow(self) -> None:
         self.new_turns = 0
