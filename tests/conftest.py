@@ -100,6 +100,20 @@ def hold_lease():
 # -- a real demo run, recorded once per test session ----------------------------------------------
 
 DEMO_RUN_STEPS = 2
+DEMO_RUN_TIMEOUT = 1200  # seconds the recording may take (a slow or busy machine takes several minutes)
+_demo_recorded = False
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The test that first asks for ``demo_run`` records it: its own timeout (pytest-timeout's
+    marker, read after this) gets the recording's time on top."""
+    marker = item.get_closest_marker("timeout")
+    if not _demo_recorded and marker is not None and "demo_run" in getattr(item, "fixturenames", ()):
+        own = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+        if own:
+            item.add_marker(pytest.mark.timeout(own + DEMO_RUN_TIMEOUT), append=False)
+    yield
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +125,7 @@ def demo_run(tmp_path_factory) -> Path:
 
     ``TBCONSOLE_TEST_DEMO_RUN=<run folder>`` reuses a folder recorded earlier (for development;
     CI records its own, so a change to what a run writes is always what the tests see)."""
+    global _demo_recorded
     reuse = os.environ.get("TBCONSOLE_TEST_DEMO_RUN")
     if reuse:
         return Path(reuse)
@@ -132,8 +147,9 @@ def demo_run(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        timeout=1200,
+        timeout=DEMO_RUN_TIMEOUT,
     )
+    _demo_recorded = True
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return log
 

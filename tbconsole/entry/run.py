@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tbconsole.cpushare import RUNNER_SESSION_NICE, lower_session_weight
 from tbconsole.enums import ControlState, RunStatus
 from tbconsole.runfolder import RunFolder
 
@@ -137,7 +138,7 @@ def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.
     runner_log = RunFolder(log_path).runner_log
     runner_log.parent.mkdir(parents=True, exist_ok=True)
     with open(runner_log, "ab") as out:
-        return subprocess.Popen(
+        runner = subprocess.Popen(
             [sys.executable, "-m", "tbconsole", command, *args, "--headless", RUNNER_FLAG],
             start_new_session=True,
             stdin=subprocess.DEVNULL,
@@ -146,6 +147,8 @@ def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.
             close_fds=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},  # runner.log follows the run line by line
         )
+    lower_session_weight(runner.pid, RUNNER_SESSION_NICE)  # a console's key press comes first
+    return runner
 
 
 def wait_until_live(runner: subprocess.Popen, log_path: Path, log_offset: int, poll: float = 0.1) -> bool:

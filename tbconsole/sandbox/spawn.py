@@ -7,9 +7,9 @@ import asyncio
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
+from tbconsole.cpushare import SANDBOX_SESSION_NICE, lower_session_weight
 from tbconsole.sandbox.processes import descendants, kill
 
 OutputSink = Callable[[str, str], Awaitable[None]]
@@ -94,23 +94,8 @@ async def spawn(
     except asyncio.CancelledError:
         started.add_done_callback(_kill_spawned)
         raise
-    yield_to_interactive(spawned[0].get_pid())
+    lower_session_weight(spawned[0].get_pid(), SANDBOX_SESSION_NICE)
     return spawned
-
-
-# The scheduler shares the CPU between sessions (autogroups) before processes: each sandbox
-# command leads a session of its own, so eight busy agents would take eight shares to the
-# console's one. Their sessions run at this nice instead; the runner and the console keep 0.
-SANDBOX_SESSION_NICE = 10
-
-
-def yield_to_interactive(pid: int) -> None:
-    """Lower the CPU weight of the session `pid` leads, with all it starts (best effort: a
-    kernel without autogroups, or a child already gone, keeps the default)."""
-    try:
-        Path(f"/proc/{pid}/autogroup").write_text(f"{SANDBOX_SESSION_NICE}\n")
-    except OSError:
-        pass
 
 
 def _kill_spawned(started: asyncio.Future[SpawnedChild]) -> None:
