@@ -58,6 +58,15 @@ class Rule:
         self.conditions[advice.key] = advice
         self.cleared_why.pop(advice.key, None)
 
+    def warn(self, message: str, threshold: str, *, key: str | None = None, **where: Any) -> None:
+        """Hold a warning under ``key`` (default: the rule's name); ``where``: value, step, group,
+        trial, metric."""
+        self.hold(
+            Advice(
+                key=key or self.name, severity=AdvisorySeverity.WARNING, message=message, threshold=threshold, **where
+            )
+        )
+
     def release(self, key: str, why: str) -> None:
         if self.conditions.pop(key, None) is not None:
             self.cleared_why[key] = why

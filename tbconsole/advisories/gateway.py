@@ -43,17 +43,13 @@ class GatewayLatency(Rule):
         old = self.conditions.get(self.name)
         if old is not None and old.value is not None and _band(old.value) == band:
             return
-        self.hold(
-            Advice(
-                key=self.name,
-                severity=AdvisorySeverity.WARNING,
-                message=(
-                    f"gateway probes answer in {now:.0f} ms, {band}× or more their baseline of {baseline:.0f} ms "
-                    "— the gateway is overloaded or the network slow; sampling and training will be too"
-                ),
-                threshold=f"advise.latency_factor={t.latency_factor:g}, advise.latency_floor_ms={t.latency_floor_ms:g}",
-                value=round(factor, 2),
-            )
+        self.warn(
+            message=(
+                f"gateway probes answer in {now:.0f} ms, {band}× or more their baseline of {baseline:.0f} ms "
+                "— the gateway is overloaded or the network slow; sampling and training will be too"
+            ),
+            threshold=f"advise.latency_factor={t.latency_factor:g}, advise.latency_floor_ms={t.latency_floor_ms:g}",
+            value=round(factor, 2),
         )
 
 
@@ -123,15 +119,11 @@ class SdkRetries(Rule):
             return
         if self.name in self.conditions:
             return
-        self.hold(
-            Advice(
-                key=self.name,
-                severity=AdvisorySeverity.WARNING,
-                message=(
-                    f"the Tinker SDK retried {count} requests in the last {t.sdk_retry_window_s:g} s "
-                    f"(last: {self.last[:120]}) — the gateway is overloaded or flaky"
-                ),
-                threshold=f"advise.sdk_retries={t.sdk_retries} in advise.sdk_retry_window_s={t.sdk_retry_window_s:g}",
-                value=float(count),
-            )
+        self.warn(
+            message=(
+                f"the Tinker SDK retried {count} requests in the last {t.sdk_retry_window_s:g} s "
+                f"(last: {self.last[:120]}) — the gateway is overloaded or flaky"
+            ),
+            threshold=f"advise.sdk_retries={t.sdk_retries} in advise.sdk_retry_window_s={t.sdk_retry_window_s:g}",
+            value=float(count),
         )

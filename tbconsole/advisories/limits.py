@@ -8,9 +8,9 @@ from collections import Counter
 from typing import Any
 
 from tbconsole import events as ev
-from tbconsole.advisories.base import Advice, Rule, share, step_done
+from tbconsole.advisories.base import Rule, share, step_done
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity, TrialOutcome
+from tbconsole.enums import TrialOutcome
 
 # key → (the outcome counted, its threshold's name, what to say, what to look at)
 OUTCOMES = {
@@ -83,13 +83,10 @@ class Limits(Rule):
         if rate < limit:
             self.release(key, f"step {step}: {share(part, whole)} {what}, under {limit:.0%}")
             return
-        self.hold(
-            Advice(
-                key=key,
-                severity=AdvisorySeverity.WARNING,
-                message=f"step {step}: {share(part, whole)} {what} — {look}",
-                threshold=f"advise.{option}={limit:g}",
-                value=round(rate, 4),
-                step=step,
-            )
+        self.warn(
+            key=key,
+            message=f"step {step}: {share(part, whole)} {what} — {look}",
+            threshold=f"advise.{option}={limit:g}",
+            value=round(rate, 4),
+            step=step,
         )

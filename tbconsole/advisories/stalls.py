@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tbconsole import events as ev
-from tbconsole.advisories.base import Advice, Rule, duration
+from tbconsole.advisories.base import Rule, duration
 from tbconsole.advisories.facts import AgentTimeout
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity, TrialPhase
+from tbconsole.enums import TrialPhase
 
 # Phases a trial waits in for something outside it: queued waits for a free slot, by design.
 WATCHED = (TrialPhase.ENVIRONMENT, TrialPhase.AGENT_SETUP, TrialPhase.AGENT, TrialPhase.VERIFYING)
@@ -96,20 +96,17 @@ class Stalled(PhaseRule):
             spent = now - place.since
             if spent <= max(t.stall_floor_s, t.stall_factor * typical):
                 continue
-            self.hold(
-                Advice(
-                    key=key,
-                    severity=AdvisorySeverity.WARNING,
-                    message=(
-                        f"{trial} has been in {place.phase} for {duration(spent)}, over {t.stall_factor:g}× the "
-                        f"run's median {place.phase} ({duration(typical)}) — look at its trial folder and log"
-                    ),
-                    threshold=f"advise.stall_factor={t.stall_factor:g}, advise.stall_floor_s={t.stall_floor_s:g}",
-                    value=round(spent, 1),
-                    step=place.step,
-                    group=place.group,
-                    trial=trial,
-                )
+            self.warn(
+                key=key,
+                message=(
+                    f"{trial} has been in {place.phase} for {duration(spent)}, over {t.stall_factor:g}× the "
+                    f"run's median {place.phase} ({duration(typical)}) — look at its trial folder and log"
+                ),
+                threshold=f"advise.stall_factor={t.stall_factor:g}, advise.stall_floor_s={t.stall_floor_s:g}",
+                value=round(spent, 1),
+                step=place.step,
+                group=place.group,
+                trial=trial,
             )
 
 
@@ -135,18 +132,15 @@ class PastTimeout(PhaseRule):
             spent = now - place.since
             if spent <= timeout + self.t.timeout_grace_s:
                 continue
-            self.hold(
-                Advice(
-                    key=key,
-                    severity=AdvisorySeverity.WARNING,
-                    message=(
-                        f"{trial} is past its agent timeout ({duration(timeout)}) and Harbor has not ended it "
-                        f"— its agent has run {duration(spent)}; look at its trial folder, cancel it if it hangs"
-                    ),
-                    threshold=f"agent timeout {timeout:g} s + advise.timeout_grace_s={self.t.timeout_grace_s:g}",
-                    value=round(spent, 1),
-                    step=place.step,
-                    group=place.group,
-                    trial=trial,
-                )
+            self.warn(
+                key=key,
+                message=(
+                    f"{trial} is past its agent timeout ({duration(timeout)}) and Harbor has not ended it "
+                    f"— its agent has run {duration(spent)}; look at its trial folder, cancel it if it hangs"
+                ),
+                threshold=f"agent timeout {timeout:g} s + advise.timeout_grace_s={self.t.timeout_grace_s:g}",
+                value=round(spent, 1),
+                step=place.step,
+                group=place.group,
+                trial=trial,
             )

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tbconsole import events as ev
-from tbconsole.advisories.base import Advice, Rule
+from tbconsole.advisories.base import Rule
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
 
 KL = "optim/kl_sample_train_v1"
 ENTROPY = "optim/entropy"
@@ -49,19 +48,15 @@ class Kl(MetricsRule):
         if abs(value) <= limit:
             self.release(self.name, f"step {step}: sampler↔trainer KL {value:.2g}, within {limit:g}")
             return
-        self.hold(
-            Advice(
-                key=self.name,
-                severity=AdvisorySeverity.WARNING,
-                message=(
-                    f"step {step}: sampler↔trainer KL {value:.3g} — the trainer's log-probs of the sampled tokens "
-                    "differ from the sampler's; check the renderer and the gateway's numerics"
-                ),
-                threshold=f"advise.kl_max={limit:g}",
-                value=value,
-                step=step,
-                metric=KL,
-            )
+        self.warn(
+            message=(
+                f"step {step}: sampler↔trainer KL {value:.3g} — the trainer's log-probs of the sampled tokens "
+                "differ from the sampler's; check the renderer and the gateway's numerics"
+            ),
+            threshold=f"advise.kl_max={limit:g}",
+            value=value,
+            step=step,
+            metric=KL,
         )
 
 
@@ -78,20 +73,16 @@ class Entropy(MetricsRule):
         if top <= 0 or now >= floor:
             self.release(self.name, f"step {step}: entropy {now:.3g}, not falling fast")
             return
-        self.hold(
-            Advice(
-                key=self.name,
-                severity=AdvisorySeverity.WARNING,
-                message=(
-                    f"step {step}: entropy fell to {now:.3g} from {top:.3g} at step {top_step} "
-                    f"({1 - now / top:.0%} down) — the policy is collapsing onto few answers; "
-                    "a lower learning rate keeps it exploring"
-                ),
-                threshold=f"advise.entropy_drop={self.t.entropy_drop:g}, advise.entropy_steps={self.t.entropy_steps}",
-                value=now,
-                step=step,
-                metric=ENTROPY,
-            )
+        self.warn(
+            message=(
+                f"step {step}: entropy fell to {now:.3g} from {top:.3g} at step {top_step} "
+                f"({1 - now / top:.0%} down) — the policy is collapsing onto few answers; "
+                "a lower learning rate keeps it exploring"
+            ),
+            threshold=f"advise.entropy_drop={self.t.entropy_drop:g}, advise.entropy_steps={self.t.entropy_steps}",
+            value=now,
+            step=step,
+            metric=ENTROPY,
         )
 
 
@@ -111,20 +102,16 @@ class RewardHacking(MetricsRule):
         if rise < t.hack_reward_rise or drop < t.hack_tokens_drop:
             self.release(self.name, f"step {step}: reward and tokens per reply move together")
             return
-        self.hold(
-            Advice(
-                key=self.name,
-                severity=AdvisorySeverity.WARNING,
-                message=(
-                    f"step {step}: reward rose {r0:.3g}→{r1:.3g} since step {s0} while tokens per reply fell "
-                    f"{k0:.0f}→{k1:.0f} ({drop:.0%}) — a common sign of reward hacking; read recent transcripts"
-                ),
-                threshold=(
-                    f"advise.hack_reward_rise={t.hack_reward_rise:g}, advise.hack_tokens_drop={t.hack_tokens_drop:g} "
-                    f"over advise.hack_steps={t.hack_steps}"
-                ),
-                value=round(drop, 4),
-                step=step,
-                metric=TOKENS_PER_REPLY,
-            )
+        self.warn(
+            message=(
+                f"step {step}: reward rose {r0:.3g}→{r1:.3g} since step {s0} while tokens per reply fell "
+                f"{k0:.0f}→{k1:.0f} ({drop:.0%}) — a common sign of reward hacking; read recent transcripts"
+            ),
+            threshold=(
+                f"advise.hack_reward_rise={t.hack_reward_rise:g}, advise.hack_tokens_drop={t.hack_tokens_drop:g} "
+                f"over advise.hack_steps={t.hack_steps}"
+            ),
+            value=round(drop, 4),
+            step=step,
+            metric=TOKENS_PER_REPLY,
         )
