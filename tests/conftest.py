@@ -128,6 +128,7 @@ def demo_run(tmp_path_factory) -> Path:
     global _demo_recorded
     reuse = os.environ.get("TBCONSOLE_TEST_DEMO_RUN")
     if reuse:
+        _demo_recorded = True
         return Path(reuse)
     problem = sandbox_problem()
     if problem is not None:

@@ -81,33 +81,46 @@ class PhaseRule(Rule):
             for key in [k for k in self.conditions if k.split(":", 1)[1] not in self.places.running]:
                 self.release(key, f"{key.split(':', 1)[1]} was stopped with its group")
 
+    def tick(self, now: float) -> None:
+        for trial, place in self.places.running.items():
+            key = f"{self.name}:{trial}"
+            if key in self.conditions:
+                continue
+            spent = now - place.since
+            said = self.judge(trial, place, spent)
+            if said is not None:
+                message, threshold = said
+                self.warn(
+                    key=key,
+                    message=message,
+                    threshold=threshold,
+                    value=round(spent, 1),
+                    step=place.step,
+                    group=place.group,
+                    trial=trial,
+                )
+
+    def judge(self, trial: str, place: Place, spent: float) -> tuple[str, str] | None:
+        """(message, threshold) when a trial ``spent`` seconds in its phase is worth a warning."""
+        raise NotImplementedError
+
 
 class Stalled(PhaseRule):
     name = "stalled"
 
-    def tick(self, now: float) -> None:
+    def judge(self, trial: str, place: Place, spent: float) -> tuple[str, str] | None:
         t = self.t
-        for trial, place in self.places.running.items():
-            peers = self.places.finished.get(place.phase, [])
-            key = f"{self.name}:{trial}"
-            if place.phase not in WATCHED or len(peers) < t.stall_min_peers or key in self.conditions:
-                continue
-            typical = statistics.median(peers)
-            spent = now - place.since
-            if spent <= max(t.stall_floor_s, t.stall_factor * typical):
-                continue
-            self.warn(
-                key=key,
-                message=(
-                    f"{trial} has been in {place.phase} for {duration(spent)}, over {t.stall_factor:g}× the "
-                    f"run's median {place.phase} ({duration(typical)}) — look at its trial folder and log"
-                ),
-                threshold=f"advise.stall_factor={t.stall_factor:g}, advise.stall_floor_s={t.stall_floor_s:g}",
-                value=round(spent, 1),
-                step=place.step,
-                group=place.group,
-                trial=trial,
-            )
+        peers = self.places.finished.get(place.phase, [])
+        if place.phase not in WATCHED or len(peers) < t.stall_min_peers:
+            return None
+        typical = statistics.median(peers)
+        if spent <= max(t.stall_floor_s, t.stall_factor * typical):
+            return None
+        return (
+            f"{trial} has been in {place.phase} for {duration(spent)}, over {t.stall_factor:g}× the "
+            f"run's median {place.phase} ({duration(typical)}) — look at its trial folder and log",
+            f"advise.stall_factor={t.stall_factor:g}, advise.stall_floor_s={t.stall_floor_s:g}",
+        )
 
 
 class PastTimeout(PhaseRule):
@@ -123,24 +136,12 @@ class PastTimeout(PhaseRule):
         else:
             super().observe(item)
 
-    def tick(self, now: float) -> None:
-        for trial, place in self.places.running.items():
-            timeout = self.timeouts.get(trial)
-            key = f"{self.name}:{trial}"
-            if place.phase != TrialPhase.AGENT or timeout is None or key in self.conditions:
-                continue
-            spent = now - place.since
-            if spent <= timeout + self.t.timeout_grace_s:
-                continue
-            self.warn(
-                key=key,
-                message=(
-                    f"{trial} is past its agent timeout ({duration(timeout)}) and Harbor has not ended it "
-                    f"— its agent has run {duration(spent)}; look at its trial folder, cancel it if it hangs"
-                ),
-                threshold=f"agent timeout {timeout:g} s + advise.timeout_grace_s={self.t.timeout_grace_s:g}",
-                value=round(spent, 1),
-                step=place.step,
-                group=place.group,
-                trial=trial,
-            )
+    def judge(self, trial: str, place: Place, spent: float) -> tuple[str, str] | None:
+        timeout = self.timeouts.get(trial)
+        if place.phase != TrialPhase.AGENT or timeout is None or spent <= timeout + self.t.timeout_grace_s:
+            return None
+        return (
+            f"{trial} is past its agent timeout ({duration(timeout)}) and Harbor has not ended it "
+            f"— its agent has run {duration(spent)}; look at its trial folder, cancel it if it hangs",
+            f"agent timeout {timeout:g} s + advise.timeout_grace_s={self.t.timeout_grace_s:g}",
+        )

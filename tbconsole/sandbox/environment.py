@@ -60,6 +60,7 @@ class LocalSandbox(BaseEnvironment):
         self._stopped = asyncio.Event()
         self._stopped.set()
         self._stopping: asyncio.Future | None = None
+        self._started = False  # start() completed once: from then on, a missing sandbox is an error
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -114,6 +115,7 @@ class LocalSandbox(BaseEnvironment):
             paths = EnvironmentPaths()
             await self.ensure_dirs([paths.agent_dir, paths.verifier_dir, paths.artifacts_dir])
             await self._run_setup_script()
+            self._started = True
         except BaseException:  # a failed or cancelled start leaves nothing behind either
             await asyncio.shield(self.stop(delete=True))
             raise
@@ -197,12 +199,13 @@ class LocalSandbox(BaseEnvironment):
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         await self._require().upload(Path(source_dir), target_dir)
 
-    # A sandbox that never started (or is already gone) holds no files: Harbor's best-effort
-    # log download after a failed start then fetches nothing instead of logging a traceback.
+    # A sandbox whose start() never completed holds no files: Harbor's best-effort log download
+    # after a failed start fetches nothing instead of logging a traceback. One that went away
+    # after starting (a verifier's download, say) is still an error.
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        if self._sandbox is not None:
-            await self._sandbox.download(source_path, Path(target_path))
+        if self._started or self._sandbox is not None:
+            await self._require().download(source_path, Path(target_path))
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        if self._sandbox is not None:
-            await self._sandbox.download(source_dir, Path(target_dir))
+        if self._started or self._sandbox is not None:
+            await self._require().download(source_dir, Path(target_dir))
