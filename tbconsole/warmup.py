@@ -30,6 +30,7 @@ import json
 import random
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,22 +268,37 @@ def _log(message: str) -> None:
     print(message, flush=True)
 
 
+def reply_forms(renderer: Any, command: str) -> list[list[int]]:
+    """Every token sequence the policy samples to hand the agent a tool call running ``command``:
+    the renderer's own (its empty thinking block closes after a blank line, ``\\n</think>``) and
+    the same without that blank line (``</think>`` at once), which the policy samples as often
+    or more. Both parse to the same call; which one a policy prefers turns on small things in
+    its prompt (the sandbox's kernel version is in it), so a probability of the solution
+    counts both."""
+    reply = tool_call_reply(renderer, command)
+    forms = [reply]
+    if reply and not renderer.tokenizer.decode(reply[:1]).strip():
+        forms.append(reply[1:])
+    return forms
+
+
 def reply_probabilities(
-    sampling_client: Any, prompt: AgentPrompt, renderer: Any, tokenizer: Any, variant: V.Variant
+    sampling_client: Any, context: list[int], renderer: Any, commands: Iterable[str]
 ) -> dict[str, float]:
-    """The policy's probability of replying with exactly the solution, or each near miss, to
-    the variant's prompt: the solution's is the policy's expected reward on it, with no
-    sampling noise."""
+    """The policy's probability of answering ``context`` (a prompt as the proxy rendered it) with
+    a tool call running each command, over all the forms it can sample it in: the solution's is
+    the policy's expected reward on that prompt, with no sampling noise."""
     import math
 
     import tinker
 
-    context = prompt.tokens(tokenizer, variant.instruction)
-    futures = {}
-    for command, _solves in V.iter_commands(variant):
-        reply = tool_call_reply(renderer, command)
-        futures[command] = (len(reply), sampling_client.compute_logprobs(tinker.ModelInput.from_ints(context + reply)))
-    return {cmd: math.exp(sum(f.result()[-n:])) for cmd, (n, f) in futures.items()}
+    futures: dict[str, list] = {}
+    for command in commands:
+        futures[command] = [
+            (len(form), sampling_client.compute_logprobs(tinker.ModelInput.from_ints(context + form)))
+            for form in reply_forms(renderer, command)
+        ]
+    return {cmd: sum(math.exp(sum(f.result()[-n:])) for n, f in forms) for cmd, forms in futures.items()}
 
 
 def train(

@@ -3,7 +3,8 @@ default (warm-started policy, generated variants, real Harbor trials, real PPO u
 the cookbook loop) must make the policy more likely to solve held-out variants.
 
 The measure is the policy's exact probability of replying with the solution (its expected
-reward), before and after, read from the engine: no sampling noise, so a short run suffices.
+reward) to the held-out prompts the run itself showed it, before and after, read from the engine
+(`warmup.reply_probabilities`, every form of the reply): no sampling noise, so a short run suffices.
 A change that breaks log-prob alignment, flips advantage signs or drops the LoRA update leaves
 it flat or pushes it down."""
 
@@ -17,14 +18,28 @@ import pytest
 
 from tbconsole import variants as V
 from tbconsole import warmup as W
-from tbconsole.engine.registry import get_local_model
-from tbconsole.runner.demo import DEMO_DEFAULTS, DEMO_FAMILIES
+from tbconsole.runner.demo import DEMO_DEFAULTS, HELDOUT_VARIANTS
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 STEPS = 4  # short keeps `make test` quick: the exact-probability measure has no sampling noise
 MODEL = DEMO_DEFAULTS["config.model_name"]
 RISE = 0.02  # the least rise in mean solution probability that counts as learning
+
+
+def heldout_prompts(log: Path) -> dict[str, list[int]]:
+    """Each held-out task's first prompt as the proxy rendered it in the run's first evaluation:
+    the measure reads the policy on the very prompts the run showed it (they hold the sandbox's
+    kernel version, so a prompt recorded elsewhere differs by a token or two, and a policy this
+    small answers a token apart differently)."""
+    from tbconsole.proxy.capture import read_capture
+
+    first = log / "heldout" / "capture" / "step_000000"
+    prompts = {}
+    for path in sorted(first.glob("*/*.jsonl")):
+        task = path.name.split(".")[0]
+        prompts.setdefault(task, read_capture(path)[0].prompt_tokens)
+    return prompts
 
 
 def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, float]:
@@ -34,9 +49,9 @@ def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, fl
     from tbconsole.engine.embedded import EmbeddedEngine
     from tbconsole.engine.registry import load_tokenizer
 
-    tokenizer = load_tokenizer()
-    renderer = get_renderer("qwen3_5", tokenizer)
-    prompt = W.AgentPrompt.load(get_local_model(MODEL).warm_start / "agent-prompt.json")
+    renderer = get_renderer("qwen3_5", load_tokenizer())
+    prompts = heldout_prompts(log)
+    assert len(prompts) == HELDOUT_VARIANTS, sorted(prompts)
     with EmbeddedEngine(data_dir=log / "engine", model=MODEL) as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
         made = (
@@ -46,11 +61,9 @@ def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, fl
         )
         client = W._resolved(made)
         out = {}
-        for family in DEMO_FAMILIES:
-            # Three held-out variants per family, so one variant's quirks do not decide the test.
-            for index, variant in enumerate(V.sample_variants("heldout", 3, seed=7, families=(family,))):
-                probabilities = W.reply_probabilities(client, prompt, renderer, tokenizer, variant)
-                out[f"{family}#{index}"] = probabilities[variant.solution]
+        for task, context in prompts.items():
+            solution = V.parse_variant(task).solution
+            out[task] = W.reply_probabilities(client, context, renderer, [solution])[solution]
         return out
 
 
@@ -107,9 +120,4 @@ def test_a_short_demo_run_raises_the_expected_reward_on_held_out_variants(tmp_pa
     # The margin sits well below the rises a working loop gives in STEPS steps (about 0.05 to
     # 0.12, varying with the rollouts sampled) and well above what the breakages above give: a
     # dropped update leaves it exactly flat, a flipped sign or misaligned log-probs push it down.
-    if mean_after < mean_before + RISE:
-        # Known and open: on 2026-12-01 this fell in 2 runs of 2 (0.23 → 1e-5 and 1e-7: the policy
-        # moved onto near misses the verifier had scored 0), where earlier runs of the same code
-        # rose. Reported as an expected failure, with its figures, until the cause is found; every
-        # assertion above still holds the run to the recipe.
-        pytest.xfail(f"expected reward did not rise: {before} -> {after}")
+    assert mean_after >= mean_before + RISE, f"expected reward did not rise: {before} -> {after}"

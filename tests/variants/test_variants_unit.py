@@ -97,6 +97,12 @@ def test_agent_prompt_splice_round_trips(tmp_path):
     reply = W.tool_call_reply(renderer, variant.solution)
     assert W.parse_command(renderer, reply) == V.agent_command(variant.solution)
     assert W.parse_command(renderer, reply[:-12]) is None  # cut short: no tool call
+    # The policy samples the call with or without the blank line in its empty thinking block:
+    # both forms hand the agent the same command, and the solution's probability counts both.
+    forms = W.reply_forms(renderer, variant.solution)
+    assert [len(f) for f in forms] == [len(reply), len(reply) - 1]
+    assert tokenizer.decode(forms[1]).startswith("</think>")
+    assert {W.parse_command(renderer, f) for f in forms} == {V.agent_command(variant.solution)}
 
 
 def test_warmup_usage_errors_exit_2_with_a_message(tmp_path):
