@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbconsole.cpushare import SANDBOX_SESSION_NICE, lower_cgroup_weight
 from tbconsole.sandbox.processes import start_time
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -191,6 +192,7 @@ def _create_v2(name, own, memory_mb, cpus, made):
     if cpus and (path / "cpu.max").exists():
         (path / "cpu.max").write_text(f"{int(cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
         applied.append("cpu")
+    lower_cgroup_weight(path, SANDBOX_SESSION_NICE)  # weighed as a cgroup, not by its session's nice
     return CgroupLimits([path]), _note(memory_mb, cpus, applied)
 
 
@@ -209,6 +211,7 @@ def _create_v1(name, own, memory_mb, cpus, made):
         else:
             (path / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
             (path / "cpu.cfs_quota_us").write_text(str(int(cpus * CPU_PERIOD_US)))
+            lower_cgroup_weight(path, SANDBOX_SESSION_NICE)  # weighed as a cgroup, not by its session's nice
         applied.append(controller)
     return (CgroupLimits(list(made)) if made else None), _note(memory_mb, cpus, applied)
 
