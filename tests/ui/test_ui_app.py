@@ -170,11 +170,17 @@ async def test_filter_and_help(finished_events):
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.screen.grid.row_count == 4)
         grid = app.screen.grid
+        box = app.screen.query_one("#filter")
+        regions = [w.region for w in app.screen.query("#body, TrialsGrid, KeyFooter")]
         await pilot.press("slash")
         await pilot.press(*"hello")
+        # The box floats over the panels: opening it lays nothing out again.
+        assert box.display and box.has_focus
+        assert [w.region for w in app.screen.query("#body, TrialsGrid, KeyFooter")] == regions
         await pilot.press("enter")
         await wait_for(pilot, lambda: grid.row_count == 1)
         assert grid.filter == "hello" and grid.has_focus
+        assert not box.display  # applied: the grid's title says so
         await pilot.press("escape")
         await wait_for(pilot, lambda: grid.row_count == 4)
         assert grid.filter == ""

@@ -3,11 +3,17 @@ texts as the panels' tooltips), and where the data comes from."""
 
 from __future__ import annotations
 
-from rich.table import Table
+import textwrap
+from functools import lru_cache
+
+from rich.cells import cell_len
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tbconsole.ui.present import HELP_TABLES
@@ -57,6 +63,48 @@ CELLS = [
 ]
 
 
+class HelpTable(Widget):
+    """A titled two-column table, the meanings wrapped under themselves. Drawn by hand: Rich's
+    ``Table`` measures every cell on each render, which made the first ``?`` of a session cost
+    over 100 ms; this costs a few."""
+
+    DEFAULT_CSS = "HelpTable { height: auto; }"
+
+    def __init__(self, title: str, rows: list[tuple[str, str]], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.title = title
+        self.rows = tuple(rows)
+
+    @property
+    def content(self) -> Text:
+        """The table at a usual width (what the tests read)."""
+        return self.text(92)
+
+    def text(self, width: int) -> Text:
+        return _table_text(self.title, self.rows, width)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.text(width).plain.splitlines())
+
+    def render(self) -> Text:
+        return self.text(self.content_size.width or 92)
+
+
+@lru_cache(maxsize=64)
+def _table_text(title: str, rows: tuple[tuple[str, str], ...], width: int) -> Text:
+    key_width = max(cell_len(name) for name, _ in rows)
+    wrap_at = max(20, width - key_width - 2)
+    out = Text(title, style="bold", justify="left")
+    for name, meaning in rows:
+        lines = textwrap.wrap(meaning, wrap_at) or [""]
+        out.append("\n")
+        out.append(name, style="bold")
+        out.append(" " * (key_width - cell_len(name) + 2) + lines[0])
+        for line in lines[1:]:
+            out.append("\n" + " " * (key_width + 2) + line)
+    return out
+
+
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -64,6 +112,7 @@ class HelpScreen(ModalScreen[None]):
         width: 96; max-width: 96%; height: auto; max-height: 90%; border: thick $primary; background: $surface;
         padding: 0 1;
     }
+    HelpScreen HelpTable { margin-bottom: 1; }
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
@@ -71,12 +120,7 @@ class HelpScreen(ModalScreen[None]):
         tables = [("keys", KEYS), ("trial cells", CELLS), *HELP_TABLES]
         with VerticalScroll():
             for title, rows in tables:
-                table = Table(title=title, box=None, show_header=False, padding=(0, 2), title_style="bold")
-                table.add_column(style="bold", no_wrap=True)
-                table.add_column()
-                for name, meaning in rows:
-                    table.add_row(name, meaning)
-                yield Static(table, classes="help-table")
+                yield HelpTable(title, rows, classes="help-table")
             yield Static(
                 "The footer shows only the actions valid now. Hover a panel's line for what it shows. "
                 "Data: the run's event stream (events.jsonl); transcripts also read the trial folder "

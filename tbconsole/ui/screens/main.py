@@ -37,7 +37,12 @@ class MainScreen(Screen):
     MainScreen CapturesPanel { width: 3fr; }
     MainScreen RewardsPanel { width: 1fr; }
     MainScreen MetricsPanel { width: 1fr; }
-    MainScreen #filter { dock: bottom; height: 3; display: none; border: round $accent; }
+    /* The filter box floats over the panels' bottom rows, above the footer, on a layer of its
+       own: opening and closing it lays nothing else out again. */
+    MainScreen { layers: default filter; }
+    MainScreen #filter {
+        layer: filter; dock: bottom; margin-bottom: 1; height: 3; display: none; border: round $accent;
+    }
     MainScreen #filter.-active { display: block; }
     MainScreen MetricsPanel.-pointed { border: round $warning; }
     """
@@ -130,8 +135,7 @@ class MainScreen(Screen):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
             event.stop()
-            if not event.value.strip():
-                event.input.remove_class("-active")
+            event.input.remove_class("-active")  # the grid's title shows the filter applied
             self.grid.focus()
 
     def action_clear_filter(self) -> None:
