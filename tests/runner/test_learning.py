@@ -46,31 +46,18 @@ def heldout_prompts(log: Path) -> dict[str, list[int]]:
     return prompts
 
 
-def _sampling_client(service, sampler_path: str | None):
-    """The policy at ``sampler_path``, or the run's starting policy for None."""
-    if sampler_path:
-        return W._resolved(service.create_sampling_client(model_path=sampler_path))
-    return W._resolved(service.create_sampling_client(base_model=MODEL))
-
-
-def _solution_probabilities(log: Path, sampler_path: str | None) -> dict[str, float]:
-    import tinker
+def _solution_probabilities(client, prompts: dict[str, list[int]]) -> dict[str, float]:
+    """The policy's probability of the solution on each held-out prompt (its expected reward)."""
     from tinker_cookbook.renderers import get_renderer
 
-    from tbconsole.engine.embedded import EmbeddedEngine
     from tbconsole.engine.registry import load_tokenizer
 
     renderer = get_renderer("qwen3_5", load_tokenizer())
-    prompts = heldout_prompts(log)
-    assert len(prompts) == HELDOUT_VARIANTS, sorted(prompts)
-    with EmbeddedEngine(data_dir=log / "engine", model=MODEL) as engine:
-        service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
-        client = _sampling_client(service, sampler_path)
-        out = {}
-        for task, context in prompts.items():
-            solution = V.parse_variant(task).solution
-            out[task] = W.reply_probabilities(client, context, renderer, [solution])[solution]
-        return out
+    out = {}
+    for task, context in prompts.items():
+        solution = V.parse_variant(task).solution
+        out[task] = W.reply_probabilities(client, context, renderer, [solution])[solution]
+    return out
 
 
 def trained_batches(log: Path) -> dict[int, list[tuple[list, float]]]:
@@ -93,37 +80,35 @@ def trained_batches(log: Path) -> dict[int, list[tuple[list, float]]]:
     return out
 
 
-def update_gains(log: Path, policies: dict[int, str | None], batches) -> dict[int, float]:
+def update_gains(clients: dict, batches) -> dict[int, float]:
     """Per step k: sum of advantage × (log p under policy k+1 − log p under policy k) of each
-    trial's sampled replies."""
+    trial's sampled replies (``clients``: the policy after k updates, by k)."""
     import tinker
 
-    from tbconsole.engine.embedded import EmbeddedEngine
+    def logp(client, turns) -> float:
+        total = 0.0
+        for turn in turns:
+            out = list(turn.output_tokens)
+            full = tinker.ModelInput.from_ints(list(turn.prompt_tokens) + out)
+            total += sum(client.compute_logprobs(full).result()[-len(out) :])
+        return total
 
-    gains = {}
-    with EmbeddedEngine(data_dir=log / "engine", model=MODEL) as engine:
-        service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
-        clients = {k: _sampling_client(service, path) for k, path in policies.items()}
-
-        def logp(client, turns) -> float:
-            total = 0.0
-            for turn in turns:
-                out = list(turn.output_tokens)
-                full = tinker.ModelInput.from_ints(list(turn.prompt_tokens) + out)
-                total += sum(client.compute_logprobs(full).result()[-len(out) :])
-            return total
-
-        for step, batch in sorted(batches.items()):
-            gains[step] = sum(
-                advantage * (logp(clients[step + 1], turns) - logp(clients[step], turns))
-                for turns, advantage in batch
-                if advantage
-            )
-    return gains
+    return {
+        step: sum(
+            advantage * (logp(clients[step + 1], turns) - logp(clients[step], turns))
+            for turns, advantage in batch
+            if advantage
+        )
+        for step, batch in sorted(batches.items())
+    }
 
 
 def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tmp_path):
     """The demo's defaults, shortened to STEPS steps, with a checkpoint after every update."""
+    import tinker
+
+    from tbconsole.engine.embedded import EmbeddedEngine
+
     log = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
@@ -173,10 +158,22 @@ def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tm
 
     batches = trained_batches(log)
     assert sorted(batches) == list(range(STEPS))
-    gains = update_gains(log, policies, batches)
+    prompts = heldout_prompts(log)
+    assert len(prompts) == HELDOUT_VARIANTS, sorted(prompts)
+    with EmbeddedEngine(data_dir=log / "engine", model=MODEL) as engine:
+        service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
+        clients = {
+            k: W._resolved(
+                service.create_sampling_client(model_path=path)
+                if path
+                else service.create_sampling_client(base_model=MODEL)
+            )
+            for k, path in policies.items()
+        }
+        gains = update_gains(clients, batches)
+        before = _solution_probabilities(clients[0], prompts)
+        after = _solution_probabilities(clients[STEPS], prompts)
     signal = [step for step, batch in batches.items() if any(advantage for _turns, advantage in batch)]
-    before = _solution_probabilities(log, None)
-    after = _solution_probabilities(log, policies[STEPS])
     report = (
         f"advantage-weighted log-prob gain per update {gains} (steps with signal: {signal}); "
         f"held-out solution probability {before} -> {after}"
