@@ -39,6 +39,7 @@ from tbconsole import variants as V
 from tbconsole.atomic import write_json
 
 TOOL_NAME = "bash"
+OBSERVATION_FILE = "observation-prompt.json"  # beside agent-prompt.json: the second-turn splice
 
 
 # --------------------------------------------------------------------------------- prompt
@@ -92,15 +93,17 @@ class AgentPrompt:
         return prompt
 
 
-def tool_call_reply(renderer: Any, command: str) -> list[int]:
-    """The tokens of an assistant turn that runs ``command`` (and submits), as the renderer
-    writes it: what the policy must sample for the proxy to hand the agent that tool call."""
+def tool_call_reply(renderer: Any, command: str, submit: bool = True) -> list[int]:
+    """The tokens of an assistant turn that runs ``command`` (and submits, unless ``submit`` is
+    False: a look-up), as the renderer writes it: what the policy must sample for the proxy to
+    hand the agent that tool call."""
     from tinker_cookbook.renderers.base import Message, ToolCall
 
     from tbconsole.proxy.scripted import reply_tokens
 
+    issued = V.agent_command(command) if submit else command
     call = ToolCall(
-        function=ToolCall.FunctionBody(name=TOOL_NAME, arguments=json.dumps({"command": V.agent_command(command)})),
+        function=ToolCall.FunctionBody(name=TOOL_NAME, arguments=json.dumps({"command": issued})),
         id="call_0",
     )
     return reply_tokens(renderer, Message(role="assistant", content="", tool_calls=[call]))
@@ -127,22 +130,34 @@ class ScriptedTrial:
 
 
 async def scripted_trial(
-    work_dir: Path, variant: V.Variant, command: str, renderer: Any, tokenizer: Any, max_tokens: int = 128
+    work_dir: Path,
+    variant: V.Variant,
+    command: str | list[str],
+    renderer: Any,
+    tokenizer: Any,
+    max_tokens: int = 128,
+    *,
+    trial_config: dict | None = None,
 ) -> ScriptedTrial:
     """One real trial of ``variant`` (Harbor, the local sandbox, mini-swe-agent through the
-    capture proxy) in which every model call is answered with a tool call running ``command``."""
+    capture proxy) in which model call *i* is answered with a tool call running ``command[i]``
+    (the last with the end-of-task marker; calls past the end repeat it); a single command
+    answers every call. ``trial_config`` defaults to the demo's for the variant's family."""
     from tbconsole.control import RunControl
     from tbconsole.proxy.scripted import Scripted, ScriptedSampler
     from tbconsole.runner.dataset import HarborGroupBuilder
-    from tbconsole.runner.demo import DEMO_STEP_LIMIT, demo_trial_config
+    from tbconsole.runner.demo import demo_trial_config, step_limit_for
     from tbconsole.runner.rollout import RunContext, run_group
     from tbconsole.runner.trials import load_template
 
     work_dir.mkdir(parents=True, exist_ok=True)
     trial_json = work_dir / "trial.json"
-    write_json(trial_json, demo_trial_config(max_tokens, DEMO_STEP_LIMIT))
-    reply = tool_call_reply(renderer, command)
-    sampler = ScriptedSampler(renderer, default=lambda call: Scripted(tokens=reply))
+    write_json(trial_json, trial_config or demo_trial_config(max_tokens, step_limit_for((variant.family,))))
+    commands = [command] if isinstance(command, str) else list(command)
+    replies = [tool_call_reply(renderer, c, submit=i == len(commands) - 1) for i, c in enumerate(commands)]
+    sampler = ScriptedSampler(
+        renderer, default=lambda call: Scripted(tokens=replies[min(len(sampler.calls), len(replies)) - 1])
+    )
     events: list = []
     ctx = RunContext(
         publish=events.append,
@@ -163,10 +178,51 @@ async def scripted_trial(
 async def record_prompt(work_dir: Path, variant: V.Variant, renderer: Any, tokenizer: Any) -> tuple[AgentPrompt, float]:
     """Run one real trial of ``variant`` with its solution scripted as the reply; return the
     cut prompt and the verifier's reward (1.0 unless the task or the sandbox is broken)."""
-    trial = await scripted_trial(work_dir, variant, variant.solution, renderer, tokenizer)
+    prompt, _observation, reward = await record_prompts(work_dir, variant, renderer, tokenizer)
+    return prompt, reward
+
+
+def observation_text(output: str) -> str:
+    """A command's output as it stands in the agent's observation: the body of a JSON string
+    (the agent reports ``{"returncode": …, "output": "…"}``)."""
+    return json.dumps(output)[1:-1]
+
+
+def lookup_output(variant: V.Variant) -> str:
+    """What the look-up prints for ``variant``: its pointer file, which names the target."""
+    return variant.files()[0][V.POINTER]
+
+
+def extends(longer: list[int], shorter: list[int]) -> bool:
+    return longer[: len(shorter)] == shorter
+
+
+async def record_prompts(
+    work_dir: Path, variant: V.Variant, renderer: Any, tokenizer: Any
+) -> tuple[AgentPrompt, AgentPrompt | None, float]:
+    """Run one real trial of ``variant`` with its solution scripted as the replies (the look-up
+    first, for a two-command family); return the cut first prompt, the cut observation (None
+    for a one-command family) and the verifier's reward.
+
+    The observation is what the agent's second prompt adds after the look-up's reply: the end
+    of that turn, the agent's observation message with the look-up's output cut out, and the
+    next assistant header. Splicing it needs the second prompt to extend the first prompt and
+    the reply exactly, as under token continuity (and as the renderer's history form of this
+    reply happens to be too); ValueError otherwise."""
+    trial = await scripted_trial(work_dir, variant, variant.steps(variant.solution), renderer, tokenizer)
     if not trial.prompts:
         raise RuntimeError("the agent made no model call")
-    return AgentPrompt.from_capture(trial.prompts[0], tokenizer, variant.instruction), trial.reward
+    prompt = AgentPrompt.from_capture(trial.prompts[0], tokenizer, variant.instruction)
+    if variant.lookup is None:
+        return prompt, None, trial.reward
+    if len(trial.prompts) < 2:
+        raise RuntimeError(f"the agent made {len(trial.prompts)} model call(s), not 2")
+    head = trial.prompts[0] + tool_call_reply(renderer, variant.lookup, submit=False)
+    second = trial.prompts[1]
+    if not extends(second, head):
+        raise ValueError("the second prompt does not extend the first prompt and the look-up's reply")
+    observation = AgentPrompt.from_capture(second[len(head) :], tokenizer, observation_text(lookup_output(variant)))
+    return prompt, observation, trial.reward
 
 
 # --------------------------------------------------------------------------------- data
@@ -182,17 +238,51 @@ class WarmupSettings:
     eval_variants: int = 24
     eval_samples: int = 4
     max_tokens: int = 96
+    families: tuple[str, ...] = V.ONE_COMMAND_FAMILIES
+    # Two-command demonstrations: how often the look-up's reply in the history is the policy's
+    # other form of it (no blank line in the empty thinking block). Under token continuity a
+    # later prompt holds the reply exactly as sampled, and the policy samples both forms.
+    short_history_share: float = 1 / 3
 
 
-def demonstration(prompt: AgentPrompt, renderer: Any, tokenizer: Any, variant: V.Variant, command: str):
+def demonstration(
+    prompt: AgentPrompt,
+    renderer: Any,
+    tokenizer: Any,
+    variant: V.Variant,
+    command: str,
+    observation: AgentPrompt | None = None,
+    short_history: bool = False,
+):
     """One supervised datum: the agent's prompt for ``variant``, then a reply running ``command``;
-    the loss weights cover the reply only."""
+    the loss weights cover the replies only.
+
+    For a two-command family the datum is the whole trial as the policy sees it with token
+    continuity: the prompt, the look-up's reply, the observation (``observation`` spliced with
+    the look-up's output), then the reply running ``command``. Both replies carry loss, unless
+    ``short_history``: then the look-up's reply is the policy's other form of it (as sampled,
+    kept verbatim by continuity) and only the second reply carries loss, since the first is
+    taught in the renderer's form."""
     import tinker
 
     context = prompt.tokens(tokenizer, variant.instruction)
     reply = tool_call_reply(renderer, command)
-    tokens = context + reply
-    weights = [0.0] * len(context) + [1.0] * len(reply)
+    if variant.lookup is None:
+        tokens = context + reply
+        weights = [0.0] * len(context) + [1.0] * len(reply)
+    else:
+        if observation is None:
+            raise ValueError(f"{variant.family} takes two commands: its demonstration needs the observation")
+        forms = reply_forms(renderer, variant.lookup, submit=False)
+        lookup = forms[-1] if short_history else forms[0]
+        seen = observation.tokens(tokenizer, observation_text(lookup_output(variant)))
+        tokens = context + lookup + seen + reply
+        weights = (
+            [0.0] * len(context)
+            + [0.0 if short_history else 1.0] * len(lookup)
+            + [0.0] * len(seen)
+            + [1.0] * len(reply)
+        )
     return tinker.Datum(
         model_input=tinker.ModelInput.from_ints(tokens[:-1]),
         loss_fn_inputs={"target_tokens": tokens[1:], "weights": weights[1:]},
@@ -211,16 +301,31 @@ class EvalResult:
     valid: int = 0
     solution: int = 0
     near_miss: int = 0
+    lookup: int = 0  # two-command families: trials whose first reply was the look-up
     by_family: dict[str, list[int]] = field(default_factory=dict)  # family -> [solution, samples]
 
     def rates(self) -> dict[str, float]:
         n = max(self.samples, 1)
-        return {
+        out = {
             "valid_tool_call": self.valid / n,
             "solution": self.solution / n,
             "near_miss": self.near_miss / n,
             "copied_exactly": (self.solution + self.near_miss) / n,
         }
+        two_command = any(V.FAMILIES[f].lookup for f in self.by_family)
+        return out | ({"lookup": self.lookup / n} if two_command else {})
+
+    def classify(self, variant: V.Variant, command: str | None) -> None:
+        """Count one trial's final command (None: no valid tool call)."""
+        self.samples += 1
+        self.valid += command is not None
+        fam = self.by_family.setdefault(variant.family, [0, 0])
+        fam[1] += 1
+        if command == V.agent_command(variant.solution):
+            self.solution += 1
+            fam[0] += 1
+        elif command in {V.agent_command(m) for m in variant.near_misses}:
+            self.near_miss += 1
 
 
 def evaluate(
@@ -232,8 +337,11 @@ def evaluate(
     samples: int,
     max_tokens: int,
     seed: int,
+    observation: AgentPrompt | None = None,
 ) -> EvalResult:
-    """Sample each held-out variant's prompt ``samples`` times (temperature 1) and classify."""
+    """Sample each held-out variant's prompt ``samples`` times (temperature 1) and classify. A
+    two-command variant's trial goes on only if its first reply is the look-up: its second
+    prompt is spliced with the observation, sampled once, and classified."""
     import tinker
 
     params = tinker.SamplingParams(
@@ -249,18 +357,30 @@ def evaluate(
         for v in held_out
     ]
     result = EvalResult()
+    second = []
     for variant, future in futures:
         for seq in future.result().sequences:
             command = parse_command(renderer, seq.tokens)
-            result.samples += 1
-            result.valid += command is not None
-            fam = result.by_family.setdefault(variant.family, [0, 0])
-            fam[1] += 1
-            if command == V.agent_command(variant.solution):
-                result.solution += 1
-                fam[0] += 1
-            elif command in {V.agent_command(m) for m in variant.near_misses}:
-                result.near_miss += 1
+            if variant.lookup is None:
+                result.classify(variant, command)
+            elif command != variant.lookup or observation is None:
+                result.classify(variant, None if command is None else "")  # acted before looking
+            else:
+                result.lookup += 1
+                # The next prompt as token continuity builds it: the reply exactly as sampled
+                # (closed by the end of turn if the sample stopped before it), the observation.
+                history = list(seq.tokens)
+                end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+                if history[-1:] != [end]:
+                    history.append(end)
+                context = (
+                    prompt.tokens(tokenizer, variant.instruction)
+                    + history
+                    + observation.tokens(tokenizer, observation_text(lookup_output(variant)))
+                )
+                second.append((variant, sampling_client.sample(tinker.ModelInput.from_ints(context), 1, params)))
+    for variant, future in second:
+        result.classify(variant, parse_command(renderer, future.result().sequences[0].tokens))
     return result
 
 
@@ -268,14 +388,14 @@ def _log(message: str) -> None:
     print(message, flush=True)
 
 
-def reply_forms(renderer: Any, command: str) -> list[list[int]]:
+def reply_forms(renderer: Any, command: str, submit: bool = True) -> list[list[int]]:
     """Every token sequence the policy samples to hand the agent a tool call running ``command``:
     the renderer's own (its empty thinking block closes after a blank line, ``\\n</think>``) and
     the same without that blank line (``</think>`` at once), which the policy samples as often
     or more. Both parse to the same call; which one a policy prefers turns on small things in
     its prompt (the sandbox's kernel version is in it), so a probability of the solution
     counts both."""
-    reply = tool_call_reply(renderer, command)
+    reply = tool_call_reply(renderer, command, submit)
     forms = [reply]
     if reply and not renderer.tokenizer.decode(reply[:1]).strip():
         forms.append(reply[1:])
@@ -302,9 +422,16 @@ def reply_probabilities(
 
 
 def train(
-    settings: WarmupSettings, prompt: AgentPrompt, out_dir: Path, *, device: str = "auto", log=_log
+    settings: WarmupSettings,
+    prompt: AgentPrompt,
+    out_dir: Path,
+    *,
+    device: str = "auto",
+    log=_log,
+    observation: AgentPrompt | None = None,
 ) -> dict[str, Any]:
-    """Warm up a LoRA adapter on ``settings.base_model`` and export it to ``out_dir``."""
+    """Warm up a LoRA adapter on ``settings.base_model`` and export it to ``out_dir``
+    (``observation``: the recorded second-turn splice, for two-command families)."""
     import tinker
     from tinker_cookbook.renderers import get_renderer
 
@@ -315,8 +442,8 @@ def train(
     tokenizer = load_tokenizer()
     renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
     rng = random.Random(settings.seed)
-    train_pool = V.all_variants("train")
-    held_out = V.sample_variants("heldout", settings.eval_variants, settings.seed)
+    train_pool = V.all_variants("train", settings.families)
+    held_out = V.sample_variants("heldout", settings.eval_variants, settings.seed, settings.families)
     scratch = out_dir.with_name(out_dir.name + ".engine")
     started = time.monotonic()
     history: list[dict[str, float]] = []
@@ -329,11 +456,9 @@ def train(
             batch = []
             for _ in range(settings.batch_size):
                 variant = rng.choice(train_pool)
-                batch.append(
-                    demonstration(
-                        prompt, renderer, tokenizer, variant, choose_command(variant, rng, settings.solution_share)
-                    )
-                )
+                command = choose_command(variant, rng, settings.solution_share)
+                short = variant.lookup is not None and rng.random() < settings.short_history_share
+                batch.append(demonstration(prompt, renderer, tokenizer, variant, command, observation, short))
             # Linear decay over the last quarter: the end of the run settles instead of jumping.
             tail = max(1, settings.steps // 4)
             lr = settings.learning_rate * min(1.0, (settings.steps - step) / tail)
@@ -352,7 +477,15 @@ def train(
         path = client.save_weights_for_sampler("warmup").result().path
         sampler = _resolved(service.create_sampling_client(model_path=path))
         result = evaluate(
-            sampler, prompt, renderer, tokenizer, held_out, settings.eval_samples, settings.max_tokens, settings.seed
+            sampler,
+            prompt,
+            renderer,
+            tokenizer,
+            held_out,
+            settings.eval_samples,
+            settings.max_tokens,
+            settings.seed,
+            observation,
         )
         folder = engine.engine.store.dir_for(CheckpointRef.parse(path))
         out_tmp = out_dir.with_name(out_dir.name + ".tmp")
@@ -373,6 +506,8 @@ def train(
     }
     write_json(out_tmp / "warmup.json", report)
     prompt.save(out_tmp / "agent-prompt.json")
+    if observation is not None:
+        observation.save(out_tmp / OBSERVATION_FILE)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_tmp.rename(out_dir)

@@ -46,6 +46,8 @@ MODELS: dict[str, LocalModel] = {
         LocalModel("tbconsole/qwen3-tiny", TINY, "7M"),
         LocalModel("tbconsole/qwen3-small", SMALL, "30M"),
         LocalModel("tbconsole/qwen3-tiny-agent", TINY, "7M", warm_start=POLICIES_DIR / "qwen3-tiny-agent"),
+        # Warmed up on two-turn demonstrations (look up, then act): `tbconsole demo --multi-turn`.
+        LocalModel("tbconsole/qwen3-tiny-agent-mt", TINY, "7M", warm_start=POLICIES_DIR / "qwen3-tiny-agent-mt"),
     )
 }
 DEFAULT_MODEL = "tbconsole/qwen3-tiny"

@@ -72,7 +72,8 @@ def register(sub) -> None:
         "demo",
         add_help=False,
         help="the recipe on the embedded default: local engine, "
-        "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides)",
+        "bundled tasks, local sandbox (accepts the same KEY=VALUE overrides; --multi-turn: "
+        "the two-command tasks and their warm-started policy)",
     )
 
 
@@ -316,7 +317,7 @@ def run_demo(argv: list[str]) -> int:
 
     offline.apply_embedded_defaults()
     return run_train(
-        argv,
+        demo.multi_turn_argv(argv),  # --multi-turn: the keys it stands for
         extra_defaults=demo.demo_defaults(),
         prog="tbconsole demo",
         command="demo",

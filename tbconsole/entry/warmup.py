@@ -49,6 +49,12 @@ def add_arguments(p) -> None:
         help="share of demonstrations that run the solution, not a near miss (%(default)s)",
     )
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument(
+        "--multi-turn",
+        action="store_true",
+        help="warm up on the two-command task families (look up, then act): two-turn "
+        "demonstrations; the recorded prompt then has an observation-prompt.json beside it",
+    )
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: %(default)s)")
 
 
@@ -59,7 +65,7 @@ def run(args) -> int:
 
     from tbconsole import variants
     from tbconsole.engine.registry import load_tokenizer, recommended_renderer, register_with_cookbook
-    from tbconsole.warmup import AgentPrompt, WarmupSettings, record_prompt, train
+    from tbconsole.warmup import OBSERVATION_FILE, AgentPrompt, WarmupSettings, record_prompts, train
 
     if args.steps < 1 or args.rank < 1 or args.batch_size < 1 or not 0 <= args.solution_share <= 1:
         raise UsageError("--steps, --rank and --batch-size must be >= 1 and --solution-share in [0, 1]")
@@ -70,19 +76,25 @@ def run(args) -> int:
         batch_size=args.batch_size,
         solution_share=args.solution_share,
         seed=args.seed,
+        families=variants.MULTI_TURN_FAMILIES if args.multi_turn else variants.ONE_COMMAND_FAMILIES,
     )
     register_with_cookbook()
+    observation = None
     if args.prompt is not None:
         if not args.prompt.is_file():
             raise UsageError(f"--prompt {args.prompt}: no such file (record one by leaving --prompt out)")
+        seen = args.prompt.with_name(OBSERVATION_FILE)
+        if args.multi_turn and not seen.is_file():
+            raise UsageError(f"--multi-turn --prompt {args.prompt}: no {OBSERVATION_FILE} beside it")
         prompt = AgentPrompt.load(args.prompt)
+        observation = AgentPrompt.load(seen) if args.multi_turn else None
     else:
         tokenizer = load_tokenizer()
         renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
-        variant = variants.sample_variants("train", 1, settings.seed)[0]
+        variant = variants.sample_variants("train", 1, settings.seed, settings.families)[0]
         print(f"recording the agent's prompt: one trial of {variant.name} with its solution scripted", flush=True)
-        prompt, reward = asyncio.run(
-            record_prompt(args.out.with_name(args.out.name + ".record"), variant, renderer, tokenizer)
+        prompt, observation, reward = asyncio.run(
+            record_prompts(args.out.with_name(args.out.name + ".record"), variant, renderer, tokenizer)
         )
         if reward != 1.0:
             print(
@@ -91,6 +103,6 @@ def run(args) -> int:
                 file=sys.stderr,
             )
             return 1
-    train(settings, prompt, args.out, device=args.device)
+    train(settings, prompt, args.out, device=args.device, observation=observation)
     print(f"policy written to {args.out}")
     return 0

@@ -6,6 +6,10 @@ By default the demo trains the warm-started policy (``tbconsole/qwen3-tiny-agent
 ``tbconsole warmup``) on generated task variants (``tbconsole.variants``), and scores held-out
 variants every ``config.eval_every`` batches: a run whose reward visibly rises. Pass
 ``config.dataset_builder.tasks_dir=…`` (for example the bundled tasks) to train on other tasks.
+
+``tbconsole demo --multi-turn`` trains ``tbconsole/qwen3-tiny-agent-mt`` (warmed up on
+two-turn demonstrations) on the two-command families instead: each trial looks up the file to
+act on, then acts on it (``multi_turn_argv``).
 """
 
 from __future__ import annotations
@@ -27,11 +31,33 @@ EMBEDDED = "embedded"  # config.base_url placeholder: replaced by the local engi
 DEMO_TRIAL_FILE = "demo-trial.json"
 TRAIN_TASKS = "<log_path>/tasks"  # placeholders: generated variants in the run folder
 HELDOUT_TASKS = "<log_path>/tasks-heldout"
+MULTI_TURN_TASKS = "<log_path>/tasks-multi-turn"
+MULTI_TURN_HELDOUT_TASKS = "<log_path>/tasks-multi-turn-heldout"
 # The demo trains on two families (each batch holds one group of each): with 8 trials a step,
 # what one step can afford on 2 cores, a third family halves each family's signal per step.
 DEMO_FAMILIES = ("count-lines", "sort-unique")
+MULTI_TURN_FAMILIES = variants.MULTI_TURN_FAMILIES  # two of them: one group of each per batch
+MULTI_TURN_MODEL = "tbconsole/qwen3-tiny-agent-mt"
+MULTI_TURN_FLAG = "--multi-turn"
+# What --multi-turn stands for: plain keys, so that a detached runner and a resume (which are
+# started with the run's keys) run the same demo; the user's own keys come after and win.
+MULTI_TURN_KEYS = {
+    "config.model_name": MULTI_TURN_MODEL,
+    "config.dataset_builder.tasks_dir": MULTI_TURN_TASKS,
+    "harbor.eval_tasks_dir": MULTI_TURN_HELDOUT_TASKS,
+}
+# The placeholders a tasks folder may hold: the families generated there.
+GENERATED = {
+    TRAIN_TASKS: DEMO_FAMILIES,
+    HELDOUT_TASKS: DEMO_FAMILIES,
+    MULTI_TURN_TASKS: MULTI_TURN_FAMILIES,
+    MULTI_TURN_HELDOUT_TASKS: MULTI_TURN_FAMILIES,
+}
 HELDOUT_VARIANTS = 4  # two per family, each scored eval_group_size times
 DEMO_STEP_LIMIT = 1  # the variants are one-command tasks: one model call per trial
+# The two-command families take two calls (look up, then act and submit); a third leaves room
+# for a second look-up without letting a lost trial run on.
+MULTI_TURN_STEP_LIMIT = 3
 OTHER_TASKS_STEP_LIMIT = 4  # model calls per trial when the demo runs on other tasks
 # The seed's own sampling temperature. At 1.0 the policy now and then samples a very unlikely
 # token (a wrong file name, a line break inside the command); such a failed reply pushes down
@@ -70,6 +96,21 @@ def demo_defaults() -> dict:
     import time
 
     return {**DEMO_DEFAULTS, "config.log_path": time.strftime("runs/demo-%Y%m%d-%H%M%S")}
+
+
+def multi_turn_argv(argv: list[str]) -> list[str]:
+    """``--multi-turn`` (anywhere before a ``--`` that ends the flags) as the keys it stands for."""
+    if MULTI_TURN_FLAG not in argv:
+        return argv
+    rest = [a for a in argv if a != MULTI_TURN_FLAG]
+    return [f"{key}={value}" for key, value in MULTI_TURN_KEYS.items()] + rest
+
+
+def step_limit_for(families: tuple[str, ...]) -> int:
+    """Model calls a trial of these generated families may take."""
+    if any(variants.FAMILIES[f].lookup for f in families):
+        return MULTI_TURN_STEP_LIMIT
+    return DEMO_STEP_LIMIT
 
 
 def demo_trial_config(max_tokens: int, step_limit: int = DEMO_STEP_LIMIT, context_window: int = 8192) -> dict:
@@ -127,25 +168,23 @@ def materialize(parsed):
     harbor, builder = args.harbor, args.config.dataset_builder
     if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
         path = log_path / DEMO_TRIAL_FILE
-        own_tasks = builder.tasks_dir == TRAIN_TASKS
+        own = GENERATED.get(builder.tasks_dir)
         write_json(
-            path, demo_trial_config(args.config.max_tokens, DEMO_STEP_LIMIT if own_tasks else OTHER_TASKS_STEP_LIMIT)
+            path, demo_trial_config(args.config.max_tokens, step_limit_for(own) if own else OTHER_TASKS_STEP_LIMIT)
         )
         harbor = chz.replace(harbor, trial_config=str(path))
-    if builder.tasks_dir == TRAIN_TASKS:
+    if builder.tasks_dir in (TRAIN_TASKS, MULTI_TURN_TASKS):
         groups = (args.config.max_steps or 20) * builder.groups_per_batch
-        dest = log_path / "tasks"
-        for order, variant in enumerate(
-            variants.sample_variants("train", max(groups, 2), seed=0, families=DEMO_FAMILIES)
-        ):
+        dest = log_path / builder.tasks_dir.removeprefix("<log_path>/")
+        families = GENERATED[builder.tasks_dir]
+        for order, variant in enumerate(variants.sample_variants("train", max(groups, 2), seed=0, families=families)):
             # Folders load in sorted order: the prefix keeps the families interleaved.
             variants.write_task(variant, dest, folder=f"{order:03d}-{variant.name}")
         builder = chz.replace(builder, tasks_dir=str(dest))
-    if harbor.eval_tasks_dir == HELDOUT_TASKS:
-        dest = log_path / "tasks-heldout"
-        variants.write_taskset(
-            dest, variants.sample_variants("heldout", HELDOUT_VARIANTS, seed=0, families=DEMO_FAMILIES)
-        )
+    if harbor.eval_tasks_dir in (HELDOUT_TASKS, MULTI_TURN_HELDOUT_TASKS):
+        families = GENERATED[harbor.eval_tasks_dir]
+        dest = log_path / harbor.eval_tasks_dir.removeprefix("<log_path>/")
+        variants.write_taskset(dest, variants.sample_variants("heldout", HELDOUT_VARIANTS, seed=0, families=families))
         harbor = chz.replace(harbor, eval_tasks_dir=str(dest))
     parsed.args = chz.replace(args, harbor=harbor, config=chz.replace(args.config, dataset_builder=builder))
     return parsed
