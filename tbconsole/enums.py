@@ -61,3 +61,32 @@ class AdvisorySeverity(StrEnum):
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
+
+
+class NewDatum(StrEnum):
+    """Why a captured turn's prompt does not continue an earlier turn's prompt + sampled tokens
+    exactly, so that it starts a new training datum (capture lines' ``new_datum``;
+    ``tbconsole.proxy.continuity``). A trial's first turn carries none."""
+
+    CONTINUITY_OFF = "continuity_off"  # harbor.token_continuity=false: prompts are the renderer's own
+    RENDERER = "renderer"  # the renderer renders whole conversations or stops on text: no splice
+    HISTORY_REWRITTEN = "history_rewritten"  # no earlier request of the trial is a prefix of this one
+    ECHO_CHANGED = "echo_changed"  # the agent sent back a reply other than the one sampled
+    REPEATED = "repeated"  # the same conversation as an earlier request (a retry): a second sample
+    CONTEXT_CHANGED = "context_changed"  # the renderer renders an earlier message differently now
+
+    @property
+    def describe(self) -> str:
+        return _NEW_DATUM_TEXT[self]
+
+
+_NEW_DATUM_TEXT = {
+    NewDatum.CONTINUITY_OFF: "token continuity is off (harbor.token_continuity=false)",
+    NewDatum.RENDERER: "the renderer cannot be spliced (it renders whole conversations or stops on text)",
+    NewDatum.HISTORY_REWRITTEN: (
+        "the agent rewrote its history (truncated, summarised or edited it) or began another conversation"
+    ),
+    NewDatum.ECHO_CHANGED: "the agent sent back a different reply than the one sampled",
+    NewDatum.REPEATED: "the agent sent the same conversation again (a retry)",
+    NewDatum.CONTEXT_CHANGED: "the renderer renders an earlier message differently once the conversation grows",
+}

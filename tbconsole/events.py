@@ -189,6 +189,13 @@ class TrialEnded(Event):
     timings: dict[str, float]
     exception_type: str | None = None
     exception_message: str | None = None
+    # What its captured turns cost to train (``runner.datums``): the datums the cookbook makes of
+    # them, the tokens those hold, the trial's final context, and why turns began a datum
+    # (NewDatum value → count). None in runs recorded before these were.
+    datums: int | None = None
+    trained_tokens: int | None = None
+    context_tokens: int | None = None
+    new_datum: dict[str, int] = field(default_factory=dict)
 
 
 # -- the capture proxy ------------------------------------------------------------------------

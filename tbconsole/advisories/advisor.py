@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tbconsole import events as ev
+from tbconsole.advisories.amplification import Amplification
 from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.disk import Disk
 from tbconsole.advisories.gateway import GatewayLatency, GatewayProbes, SdkRetries
@@ -34,6 +35,7 @@ RULE_CLASSES: tuple[type[Rule], ...] = (
     RewardHacking,
     Captures,
     Tokens,
+    Amplification,
     GatewayLatency,
     GatewayProbes,
     SdkRetries,

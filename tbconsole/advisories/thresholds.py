@@ -21,6 +21,7 @@ RULES = (
     "reward-hacking",
     "captures",
     "tokens",
+    "amplification",
     "gateway-latency",
     "gateway-probes",
     "sdk-retries",
@@ -57,6 +58,7 @@ class Thresholds:
     hack_steps: int = _t(3, "steps the reward-hacking sign looks back")
     # captures / tokens: the proxy's record against the training data.
     token_mismatch: int = _t(0, "tokens the proxy's count and the training data may differ by per step")
+    amplification_max: float = _t(1.5, "a step's trained tokens over this × its trials' final contexts")
     # gateway.
     latency_factor: float = _t(5.0, "probe latency (median of the last 3) over this × its own baseline")
     latency_floor_ms: float = _t(500.0, "…and over this many milliseconds")
@@ -102,7 +104,7 @@ _POSITIVE = (
     "disk_error_mib",
     "disk_steps_left",
 )
-_AT_LEAST_ONE = ("stall_factor", "latency_factor")
+_AT_LEAST_ONE = ("stall_factor", "latency_factor", "amplification_max")
 
 
 def problems(t: Thresholds) -> list[str]:

@@ -79,7 +79,8 @@ decoding request bodies), ``validation`` (pydantic request models, errors in the
 speaks it: the request, its input items, the answer) and ``anthropic_input``/``anthropic_api``
 (Messages); shared by them: ``chat`` (request/reply types, the conversion cache), ``tools``
 (declarations, calls, ``tool_choice``), ``reply`` (parsing the sample back); ``render``
-(incremental rendering identical to a full render), ``offload`` (rendering off the event loop),
+(incremental rendering identical to a full render), ``continuity`` (earlier samples' exact
+tokens spliced into later prompts, so that a trial trains as one datum), ``offload`` (rendering off the event loop),
 ``sampling`` (one bounded sampler call, failure descriptions), ``server_log`` (aiohttp's log
 without tracebacks for malformed HTTP), ``capture`` (durable per-trial capture files),
 ``errors`` (API-shaped errors), ``tokenizer`` (HF-style facade over tml_renderers tokenizers, for

@@ -5,7 +5,11 @@ Layout: ``<capture_dir>/<trial_id>.jsonl``, one line per turn, in order. A line:
     {"v": 1, "trial": "...", "turn": 3, "prompt_len": 5120, "prompt_shared": 4800,
      "prompt_tail": [...], "output": [...], "logprobs": [...], "stop_reason": "stop",
      "api": "openai", "started_at": 1732900000.1, "sample_ms": 812.5, "max_tokens": 8192,
-     "temperature": 0.8, "messages": [...], "reply": {...}}
+     "temperature": 0.8, "continues": 2, "messages": [...], "reply": {...}}
+
+``continues``: the turn whose prompt + sampled tokens this prompt extends exactly (the cookbook
+trains them as one datum); else ``new_datum``, why not (``enums.NewDatum``; ``proxy.continuity``).
+A trial's first turn has neither.
 
 ``messages`` and ``reply`` are the turn's text, for viewers only: ``tbconsole.capturefile`` reads
 them and documents their fields.
@@ -57,6 +61,10 @@ class CapturedTurn:
     temperature: float
     # The turn's text for viewers (``tbconsole.capturefile``): new messages and the parsed reply.
     text: dict[str, Any] | None = None
+    # Token continuity (``tbconsole.proxy.continuity``): the turn whose prompt + sampled tokens
+    # this prompt extends exactly, else why it starts a new datum (a NewDatum value; None on turn 0).
+    continues: int | None = None
+    new_datum: str | None = None
 
 
 class CaptureError(Exception):
@@ -134,6 +142,10 @@ class CaptureWriter:
             "max_tokens": turn.max_tokens,
             "temperature": turn.temperature,
         }
+        if turn.continues is not None:
+            record["continues"] = turn.continues
+        if turn.new_datum is not None:
+            record["new_datum"] = str(turn.new_datum)
         line = orjson.dumps(record) + b"\n"
         if turn.text:  # the text is for viewers: text that cannot be written never costs the turn
             try:
@@ -200,6 +212,8 @@ def read_capture(path: Path) -> list[CapturedTurn]:
                 sample_ms=record["sample_ms"],
                 max_tokens=record["max_tokens"],
                 temperature=record["temperature"],
+                continues=record.get("continues"),
+                new_datum=record.get("new_datum"),
             )
         )
         prev = prompt

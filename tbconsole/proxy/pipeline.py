@@ -1,11 +1,11 @@
 """The request pipeline: one model call of a trial, from its JSON body to its answer.
 
 parse (the API's request → ``ChatRequest``, through the trial's conversion cache) → render (the
-trial's incremental renderer; on the proxy's thread pool when there is much text to tokenize,
-see ``offload``) → plan (max_tokens, temperature, stops; the context-window check) → sample (one
-bounded sampler call) → **capture** (the turn persisted before anything else can fail) → parse the
-sample back → answer. Streams and bodies are the HTTP side's: the pipeline drives it through an
-``Exchange``.
+trial's incremental renderer, its earlier sampled tokens spliced in: ``continuity``; on the
+proxy's thread pool when there is much text to tokenize, see ``offload``) → plan (max_tokens,
+temperature, stops; the context-window check) → sample (one bounded sampler call) → **capture**
+(the turn persisted before anything else can fail) → parse the sample back → answer. Streams and
+bodies are the HTTP side's: the pipeline drives it through an ``Exchange``.
 
 Errors before sampling are the client's (4xx). A sampler failure (it raised, or ran past
 ``sample_timeout_s``) is 502 (504 for the timeout), captures nothing, counts in
@@ -30,6 +30,7 @@ from tbconsole.proxy import anthropic_input
 from tbconsole.proxy.apis import Answer, Api
 from tbconsole.proxy.capture import CapturedTurn
 from tbconsole.proxy.chat import ChatReply, ChatRequest, ConversionCache, new_id
+from tbconsole.proxy.continuity import Splice
 from tbconsole.proxy.errors import ContextWindowExceeded, ProxyError
 from tbconsole.proxy.offload import off_loop
 from tbconsole.proxy.render import full_render, message_chars
@@ -133,11 +134,12 @@ class Pipeline:
         """One call of ``trial`` (its lock held), answered through ``exchange``."""
         try:
             chars = trial.renderer.pending_chars(chat.messages)
-            prompt = await self._render(chars, trial.renderer.render, chat.messages)
+            splice = await self._render(chars, trial.continuity.splice, chat.messages)
         except Exception as exc:  # noqa: BLE001 - the renderer refuses this conversation
             raise ProxyError(
                 400, f"the conversation cannot be rendered: {type(exc).__name__}: {str(exc)[:300]}"
             ) from None
+        prompt = splice.prompt
         out.prompt_tokens = len(prompt)
         answer = api.answer(chat, new_id(api.id_prefix), trial.temperature_for(chat))
         try:
@@ -177,7 +179,8 @@ class Pipeline:
         # The turn's text rides in its capture line, for the console's live transcript.
         text = trial.conversation.new_messages(chat.messages)
         text["reply"] = reply_view(reply, self._decode(sampled.tokens) if reply is None else "", _why(unparsed))
-        turn = self._capture(trial, chat, prompt, sampled, plan, out, text)
+        turn = self._capture(trial, chat, splice, sampled, plan, out, text)
+        trial.continuity.commit(splice, chat.messages, turn, sampled.tokens, reply)
         if reply is None:
             log.warning("trial %s turn %s: unparseable sample: %s", trial.id, turn, unparsed)
             raise ProxyError(502, f"the model's response could not be parsed: {str(unparsed)[:300]}")
@@ -244,7 +247,7 @@ class Pipeline:
         self,
         trial: Trial,
         chat: ChatRequest,
-        prompt: list[int],
+        splice: Splice,
         sampled: Sampled,
         plan: _Plan,
         out: Outcome,
@@ -252,6 +255,7 @@ class Pipeline:
     ) -> int:
         """Persist the sampled turn, before anything can go wrong in parsing it; its index."""
         index = len(trial.turns)
+        prompt = splice.prompt
         output, logprobs = sampled.tokens, sampled.logprobs
         if logprobs is None or len(logprobs) != len(output):
             self._lose(
@@ -272,9 +276,11 @@ class Pipeline:
             max_tokens=plan.max_tokens,
             temperature=plan.temperature,
             text=text,
+            continues=splice.continues,
+            new_datum=splice.new_datum,
         )
         try:
-            trial.record(turn)
+            trial.record(turn, splice.shared)
         except TurnNotPersisted as exc:
             self._lose(trial, str(exc))
             raise ProxyError(503, "the turn could not be captured; this trial cannot be trained on") from None

@@ -158,6 +158,14 @@ class IncrementalRenderer:
             lu = (last_user,)
         return (idx == n - 1, idx >= turn_start, lu)
 
+    @property
+    def message_offsets(self) -> list[int] | None:
+        """Where each message of the last render starts in its prompt (bos tokens first), and
+        where the last one ends (the generation suffix follows); ``None`` when the renderer
+        renders whole conversations (no per-message form). Replaced, never changed in place, by
+        the next render."""
+        return self._offsets if self.incremental else None
+
     def pending_chars(self, messages: list[Message]) -> int:
         """About how many characters ``render(messages)`` will tokenize: the messages from the
         one before the first that is not, by identity, last render's (the request converter

@@ -48,6 +48,7 @@ class CaptureProxy:
         model_name: str = "policy",
         fsync: bool = False,
         incremental: bool = True,
+        continuity: bool = True,
         keepalive_s: float = 10.0,
         max_body_bytes: int = MAX_BODY_BYTES,
         sample_timeout_s: float | None = None,
@@ -68,6 +69,7 @@ class CaptureProxy:
         self.model_name = model_name
         self.fsync = fsync
         self.incremental = incremental
+        self.continuity = continuity  # token continuity (``continuity``): earlier samples' tokens in later prompts
         self.keepalive_s = keepalive_s
         self.max_body_bytes = max_body_bytes
         self.sample_timeout_s = sample_timeout_s
@@ -76,7 +78,12 @@ class CaptureProxy:
         self._publish_fn = publish
         self._runner: web.AppRunner | None = None
         self._trials = TrialRegistry(
-            renderer, self.capture_dir, fsync=fsync, incremental=incremental, on_lost=self._capture_lost
+            renderer,
+            self.capture_dir,
+            fsync=fsync,
+            incremental=incremental,
+            continuity=continuity,
+            on_lost=self._capture_lost,
         )
         self._keys = self._trials.keys
         self._pipeline = Pipeline(

@@ -21,6 +21,7 @@ from tinker_cookbook.renderers.base import Renderer
 
 from tbconsole.proxy.capture import CapturedTurn, CaptureWriter
 from tbconsole.proxy.chat import ChatRequest, ConversionCache
+from tbconsole.proxy.continuity import Continuity
 from tbconsole.proxy.errors import ProxyError
 from tbconsole.proxy.keys import TrialKeys
 from tbconsole.proxy.render import IncrementalRenderer
@@ -95,12 +96,14 @@ class Trial:
         context_window: int | None,
         temperature: float | None,
         incremental: bool,
+        continuity: bool = True,
     ):
         self.id = trial_id
         self.context_window = context_window
         self.temperature = temperature
         self.lock = asyncio.Lock()
         self.renderer = IncrementalRenderer(renderer, incremental=incremental)
+        self.continuity = Continuity(self.renderer, enabled=continuity)
         self.conversion = ConversionCache()
         self.conversation = ConversationCursor()  # what each captured request added, for its text
         self.writer = writer
@@ -115,13 +118,18 @@ class Trial:
             return self.temperature
         return chat.temperature if chat.temperature is not None else 1.0
 
-    def record(self, turn: CapturedTurn) -> None:
+    def record(self, turn: CapturedTurn, known_shared: int | None = None) -> None:
         """Persist ``turn`` (one ``write``, and an ``fsync`` when the writer syncs every turn),
-        then keep it; ``TurnNotPersisted`` when the disk refuses it."""
+        then keep it; ``TurnNotPersisted`` when the disk refuses it. ``known_shared``: leading
+        prompt tokens known to equal the previous captured prompt's (from the splice)."""
         renderer = self.renderer
-        # The renderer knows how much of this prompt repeats its previous one; that is the
-        # previous *captured* prompt when nothing was rendered in between.
-        known = (renderer.reused_tokens or None) if renderer.render_count == self.renders_at_capture + 1 else None
+        known = known_shared
+        if known is None and not self.continuity.usable:
+            # The renderer knows how much of this prompt repeats its previous one; that is the
+            # previous *captured* prompt when nothing was rendered in between. (A spliced prompt
+            # is not the renderer's, so its count does not apply there.)
+            if renderer.render_count == self.renders_at_capture + 1:
+                known = renderer.reused_tokens or None
         try:
             shared = self.writer.write(turn, known_shared=known)
             self.writer.sync()
@@ -166,12 +174,14 @@ class TrialRegistry:
         *,
         fsync: bool,
         incremental: bool,
+        continuity: bool = True,
         on_lost: Callable[[str, str], None],
     ):
         self.renderer = renderer
         self.capture_dir = capture_dir
         self.fsync = fsync
         self.incremental = incremental
+        self.continuity = continuity
         self.keys = TrialKeys()
         self._on_lost = on_lost
         self._trials: dict[str, Trial] = {}
@@ -198,6 +208,7 @@ class TrialRegistry:
             context_window=context_window,
             temperature=temperature,
             incremental=self.incremental,
+            continuity=self.continuity,
         )
         return TrialCredential(trial_id=trial_id, proxy_url=f"{base_url}/t/{trial_id}", api_key=self.keys.key(trial_id))
 

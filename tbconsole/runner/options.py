@@ -42,6 +42,10 @@ class HarborOptions:
     # policy every config.eval_every batches and after the last (metrics eval/heldout/*).
     eval_tasks_dir: str | None = None
     eval_group_size: int = 2  # trials per held-out task
+    # Not in the upstream recipe: keep each turn's sampled tokens, as sampled, in the trial's later
+    # prompts (tbconsole.proxy.continuity), so that a multi-turn trial trains as one datum instead of
+    # one datum per turn. false: prompts are the renderer's own rendering of the agent's messages.
+    token_continuity: bool = True
     # Not in the upstream recipe: a shell command run with a short JSON on stdin when the run needs
     # a decision, ends, or raises an error advisory (tbconsole.notify); `--notify CMD` sets it too.
     notify: str | None = None

@@ -46,6 +46,7 @@ from tbconsole.events import (
 from tbconsole.events import TrialPhase as TrialPhaseChanged
 from tbconsole.runner.cancel import CancelledByUser, TrialCancel
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
+from tbconsole.runner.datums import DatumStats, conversation_order, datum_stats
 from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
 from tbconsole.runner.outcomes import GATEWAY_DOWN, Capture, Outcome, TrialFailed, cancelled_by_user, failure, judge
@@ -74,6 +75,7 @@ class RunContext:
     decision_timeout: float | None = 0  # 0: headless (take the default at once)
     dataset: Any = None  # HarborDataset, to announce each batch's groups
     gateway: GatewayWatch | None = None  # None: nobody watches (tests with scripted samplers)
+    token_continuity: bool = True  # harbor.token_continuity: sampled tokens kept in later prompts
     # (trial id, Harbor's Trial) as each trial is created: the advisories learn its agent timeout.
     on_trial_created: Callable[[str, Any], None] | None = None
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
@@ -182,11 +184,22 @@ class TrialRun:
     outcome: Outcome | None = None
     trial_dir: str | None = None
     turns: list = field(default_factory=list)
+    data: DatumStats = field(default_factory=DatumStats)  # what its turns cost to train
 
     def trial_reward(self) -> TrialReward:
-        """The cookbook's reward and exit-status metric of this (scored) trial."""
+        """The cookbook's reward and metrics of this (scored) trial: its exit status, and its
+        training cost (``data/*``: the cookbook averages them over the batch's trials, and
+        ``train.DerivedMetrics`` turns the token means into ``data/token_amplification``)."""
         assert self.outcome is not None and self.outcome.reward is not None, "only a scored trial has a reward"
-        return TrialReward(self.outcome.reward, {f"exit_status/{self.outcome.status}": 1.0})
+        return TrialReward(
+            self.outcome.reward,
+            {
+                f"exit_status/{self.outcome.status}": 1.0,
+                "data/datums": float(self.data.datums),
+                "data/trained_tokens": float(self.data.trained_tokens),
+                "data/context_tokens": float(self.data.context_tokens),
+            },
+        )
 
 
 async def run_group(
@@ -209,6 +222,7 @@ async def run_group(
         listen_host=ctx.listen_host,
         advertised_host=ctx.advertised_host,
         on_sampler_error=(lambda _trial, _exc: gateway.suspect()) if gateway is not None else None,
+        continuity=ctx.token_continuity,
     )
     await proxy.start()
     runs = [TrialRun(t) for t in trial_ids]
@@ -342,6 +356,7 @@ async def _run_admitted(
         raise _failed(ctx, builder, run, cancelled_by_user(), started)
 
     run.turns = proxy.turns(run.trial_id)
+    run.data = datum_stats(run.turns)
     capture = Capture(
         stats=proxy.stats(run.trial_id),
         turns=run.turns,
@@ -376,14 +391,22 @@ def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, ou
             timings={"total": time.monotonic() - started},
             exception_type=outcome.exception_type,
             exception_message=outcome.message,
+            datums=run.data.datums if run.turns else None,
+            trained_tokens=run.data.trained_tokens if run.turns else None,
+            context_tokens=run.data.context_tokens if run.turns else None,
+            new_datum=dict(run.data.new_datum),
         )
     )
 
 
 def to_trajectory(turns: list) -> Trajectory:
     """Captured turns → one cookbook trajectory (reward comes from the group, not per step).
-    The cookbook merges consecutive turns into one datum when a prompt extends the previous
-    prompt + output exactly, and starts a new datum otherwise."""
+    The cookbook merges consecutive transitions into one datum when a prompt extends the
+    previous prompt + output exactly, and starts a new datum otherwise; the turns are taken
+    conversation by conversation (``datums.conversation_order``), so that an agent's side
+    requests do not split its main conversation. The reward and advantage are the trial's, the
+    same for every transition, so the order changes nothing else."""
+    ordered = conversation_order(turns)
     transitions = [
         Transition(
             ob=tinker.ModelInput.from_ints(list(turn.prompt_tokens)),
@@ -391,8 +414,8 @@ def to_trajectory(turns: list) -> Trajectory:
                 tokens=list(turn.output_tokens), maybe_logprobs=list(turn.logprobs), stop_reason=turn.stop_reason
             ),
             reward=0.0,
-            episode_done=index == len(turns) - 1,
+            episode_done=index == len(ordered) - 1,
         )
-        for index, turn in enumerate(turns)
+        for index, turn in enumerate(ordered)
     ]
     return Trajectory(transitions=transitions, final_ob=tinker.ModelInput.empty())

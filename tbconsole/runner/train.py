@@ -70,6 +70,22 @@ class EventMetricsLogger(ml_log.Logger):
             self.publish(BatchEnded(step=step))
 
 
+class DerivedMetrics(ml_log.Logger):
+    """Adds figures derived from a metrics row to the row itself, before the cookbook's own
+    loggers write it (it is first among them): ``env/all/data/token_amplification``, the batch's
+    trained tokens ÷ its trials' final-context tokens (the ratio of the per-trial means the
+    cookbook computed from ``TrialRun.trial_reward``; ``runner.datums``)."""
+
+    def log_hparams(self, config: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        trained = metrics.get("env/all/data/trained_tokens")
+        context = metrics.get("env/all/data/context_tokens")
+        if isinstance(trained, (int, float)) and isinstance(context, (int, float)) and context > 0:
+            metrics["env/all/data/token_amplification"] = float(trained) / float(context)
+
+
 class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
     """The cookbook's checkpoint manager, publishing a ``CheckpointSaved`` for every save it makes
     (periodic ones happen inside the cookbook's loop, so this is the one place to see them)."""
@@ -180,7 +196,9 @@ async def _run(
         max_parallel_trials=harbor.max_parallel_trials_per_group,
         decision_timeout=decision_timeout,
         gateway=gateway,
+        token_continuity=harbor.token_continuity,
     )
+    _announce_continuity(publish, renderer, renderer_name, harbor.token_continuity)
     # The recipe's rollout strategy goes straight to the loop (not into the config, which the
     # cookbook deep-copies for config.json).
     # The trainer's per-token log-probs, which the training step gets anyway, go beside the captures.
@@ -191,7 +209,9 @@ async def _run(
     ml_logger = ml_log.setup_logging(
         log_dir=config.log_path, wandb_project=config.wandb_project, config=config, wandb_name=config.wandb_name
     )
-    cast(ml_log.MultiplexLogger, ml_logger).loggers.append(EventMetricsLogger(publish))
+    loggers = cast(ml_log.MultiplexLogger, ml_logger).loggers
+    loggers.insert(0, DerivedMetrics())
+    loggers.append(EventMetricsLogger(publish))
     _quiet_console_logging()
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
     start_batch = resume.batch if resume else 0
@@ -388,6 +408,32 @@ def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(
         exc, (tinker.APIConnectionError, tinker.APITimeoutError, aiohttp.ClientConnectionError, ConnectionError)
     )
+
+
+def _announce_continuity(publish, renderer: Any, renderer_name: str, enabled: bool) -> None:
+    """Say once, at the start, when the proxy will not keep sampled tokens in later prompts: every
+    turn of a multi-turn trial then trains as a datum of its own (README, *Token continuity*)."""
+    from tbconsole.proxy.render import supports_incremental
+
+    if not enabled:
+        publish(
+            LogLine(
+                level="info",
+                message="token continuity is off (harbor.token_continuity=false): prompts are the renderer's own "
+                "history form, and a turn trains in the same datum as the one before only where that form "
+                "happens to extend it",
+            )
+        )
+        return
+    stops = renderer.get_stop_sequences()
+    if not supports_incremental(renderer) or not all(isinstance(s, int) for s in stops):
+        publish(
+            LogLine(
+                level="warning",
+                message=f"renderer {renderer_name} cannot keep sampled tokens in later prompts (it renders "
+                "whole conversations or stops on text): each turn of a multi-turn trial trains as its own datum",
+            )
+        )
 
 
 async def _final_evaluation(evaluators, service_client, sampler_path, ml_logger, end_batch) -> None:

@@ -28,6 +28,7 @@ from tbconsole.state.model import (
     RunState,
     StepSummary,
     TaskStats,
+    TrialData,
     TrialState,
     Turn,
 )
@@ -164,6 +165,7 @@ def group_started(state: RunState, e: GroupStarted) -> None:
 def _forget_trial(state: RunState, summary: StepSummary, trial: str) -> None:
     old = state.trials.pop(trial, None)
     entry = summary.trial_rewards.pop(trial, None)
+    summary.trial_data.pop(trial, None)
     if old is None or not old.done:
         return
     stats = state.task_stats.get(old.task)
@@ -204,6 +206,20 @@ def trial_phase(state: RunState, e: TrialPhase) -> None:
     state.mark_changed("trials")
 
 
+def _trial_data(e: TrialEnded) -> TrialData:
+    """A scored trial's training cost (event fields are outside data: a number that is not a
+    plain non-negative integer counts as nothing)."""
+
+    def number(value: object) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    reasons: dict[str, int] = {}
+    if isinstance(e.new_datum, dict):
+        for why, count in list(e.new_datum.items())[:16]:
+            reasons[str(why)[:40]] = number(count)
+    return TrialData(number(e.datums), number(e.trained_tokens), number(e.context_tokens), reasons)
+
+
 def trial_ended(state: RunState, e: TrialEnded) -> None:
     t = _trial(state, e.step, e.group, e.trial)
     if t is None:
@@ -228,6 +244,9 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     if stats is None:
         stats = state.task_stats[t.task] = TaskStats(task=t.task)
     stats.trials += 1
+    if e.scored and e.datums is not None:
+        step_summary(state, e.step).trial_data[e.trial] = _trial_data(e)
+        state.mark_changed("captures")
     if e.scored and e.reward is not None and math.isfinite(e.reward):
         summary = step_summary(state, e.step)
         summary.trial_rewards[e.trial] = (t.task, float(e.reward))

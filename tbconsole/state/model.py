@@ -168,6 +168,16 @@ class GroupState:
         return known[0] if max(known) - min(known) < 1e-12 else None
 
 
+@dataclass(frozen=True)
+class TrialData:
+    """What one scored trial's turns cost to train (``runner.datums``)."""
+
+    datums: int
+    trained_tokens: int
+    context_tokens: int
+    new_datum: dict[str, int]
+
+
 @dataclass
 class StepSummary:
     step: int
@@ -176,6 +186,28 @@ class StepSummary:
     batch_ended: float | None = None
     trial_rewards: dict[str, tuple[str, float]] = field(default_factory=dict)  # trial -> (task, reward)
     groups: int = 0
+    # Training cost of its scored trials (trial.ended's datum figures), by trial.
+    trial_data: dict[str, TrialData] = field(default_factory=dict)
+
+    @property
+    def datums_per_trial(self) -> float | None:
+        data = self.trial_data.values()
+        return sum(d.datums for d in data) / len(data) if data else None
+
+    @property
+    def amplification(self) -> float | None:
+        """Trained tokens ÷ the trials' final contexts (``runner.datums``): about 1 when each
+        trial trains as one datum."""
+        context = sum(d.context_tokens for d in self.trial_data.values())
+        return sum(d.trained_tokens for d in self.trial_data.values()) / context if context else None
+
+    def new_datum_reasons(self) -> dict[str, int]:
+        """Why turns began a datum, over the step's trials (NewDatum value → count)."""
+        out: dict[str, int] = {}
+        for data in self.trial_data.values():
+            for why, count in data.new_datum.items():
+                out[why] = out.get(why, 0) + count
+        return out
 
     @property
     def rewards(self) -> list[float]:

@@ -136,6 +136,10 @@ CAPTURE_HELP = {
     "rej": "Calls the proxy refused (invalid request, prompt over the context window): not trained on.",
     "lost": "Sampled turns that could not be written: the trial fails (it cannot be trained on).",
     "batch / run": "Totals of the current batch's groups / of the whole run.",
+    "trained": "The latest step's training cost: datums per trial (1 when each trial's turns train as one "
+    "sequence) and token amplification, trained tokens ÷ the trials' final contexts (about 1×; each turn "
+    "trained as a datum of its own makes it grow with the square of the turns). Why turns began new datums "
+    "is in each turn's capture line (new_datum).",
 }
 
 HEADER_HELP = {

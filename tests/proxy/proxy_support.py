@@ -119,3 +119,60 @@ def json_slots(value, out=None):
             out.append((value, i))
             json_slots(item, out)
     return out
+
+
+def message_pieces(renderer, messages: list[Message]) -> tuple[list[int], list[list[int]], list[int]]:
+    """A conversation as the renderer's own ``build_generation_prompt`` lays it out, message by
+    message (the oracle for token continuity: no incremental renderer involved): bos tokens, each
+    message's tokens, the generation suffix."""
+    from tinker_cookbook.renderers.base import RenderContext
+
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    turn_start = renderer._last_assistant_turn_start_index(messages)
+    pieces = []
+    for idx, message in enumerate(messages):
+        ctx = RenderContext(
+            idx=idx,
+            is_last=idx == len(messages) - 1,
+            prev_message=messages[idx - 1] if idx else None,
+            next_message=messages[idx + 1] if idx + 1 < len(messages) else None,
+            last_user_index=last_user,
+            in_last_assistant_turn=idx >= turn_start,
+        )
+        out = renderer.render_message(message, ctx)
+        tokens = list(out.header.tokens) if out.header is not None else []
+        for chunk in out.output:
+            tokens += list(chunk.tokens)
+        pieces.append(tokens)
+    suffix_ctx = RenderContext(
+        idx=len(messages),
+        is_last=True,
+        prev_message=messages[-1] if messages else None,
+        last_user_index=last_user,
+        in_last_assistant_turn=True,
+    )
+    return list(renderer._bos_tokens), pieces, list(renderer._get_generation_suffix("assistant", suffix_ctx))
+
+
+def spliced_reference(
+    renderer, messages: list[Message], sampled: dict[int, list[int]], kept: dict[int, list[int]] | None = None
+) -> list[int]:
+    """What token continuity must send for ``messages``: the renderer's prompt with each echoed
+    reply (message index → the tokens sampled for it) replaced by the generation suffix its turn
+    was prompted with, the sampled tokens and the end-of-turn tokens of the reply's history form
+    that the sample did not produce; ``kept``: other replies' tokens as an earlier prompt held them."""
+    bos, pieces, suffix = message_pieces(renderer, messages)
+    stops = set(renderer.get_stop_sequences())
+    out = list(bos)
+    for idx, piece in enumerate(pieces):
+        if kept and idx in kept:
+            out += kept[idx]
+            continue
+        if idx not in sampled:
+            out += piece
+            continue
+        output = sampled[idx]
+        ends = max(i for i, t in enumerate(piece) if t in stops)
+        tail = piece[ends + 1 :] if output and output[-1] in stops else piece[ends:]
+        out += message_pieces(renderer, messages[:idx])[2] + output + tail
+    return out + suffix

@@ -7,7 +7,7 @@ from tinker_cookbook.renderers.base import Message, ToolCall
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
 
-from proxy_support import ANTHROPIC_BASH, BASH_SPEC, text_reply, tool_reply
+from proxy_support import ANTHROPIC_BASH, BASH_SPEC, spliced_reference, text_reply, tool_reply
 
 _clients = []
 
@@ -82,7 +82,11 @@ async def test_tool_use_round_trip_non_streaming(harness, renderer):
     ]
     turns = h.proxy.turns("trial-a")
     assert turns[0].prompt_tokens == full_render(renderer, expected_first)
-    assert turns[1].prompt_tokens == full_render(renderer, expected_second)
+    # The echo is the reply sampled: its tokens stay as sampled (token continuity), the rest is
+    # the renderer's rendering of the converted messages.
+    assert turns[1].continues == 0 and turns[1].new_datum is None
+    echo = len(expected_first)
+    assert turns[1].prompt_tokens == spliced_reference(renderer, expected_second, {echo: turns[0].output_tokens})
     assert turns[0].output_tokens == reply_tokens(renderer, first)
     assert msg.usage.input_tokens == len(turns[0].prompt_tokens)
     assert msg.usage.output_tokens == len(turns[0].output_tokens)

@@ -12,7 +12,7 @@ from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import Scripted, reply_tokens
 
-from proxy_support import text_reply, tool_reply
+from proxy_support import spliced_reference, text_reply, tool_reply
 
 EXEC_PARAMS = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 # Codex's tools: flat function tools, and web_search, which is no function tool.
@@ -155,7 +155,11 @@ async def test_function_call_round_trip_non_streaming(harness, renderer):
     ]
     turns = h.proxy.turns("trial-a")
     assert turns[0].prompt_tokens == full_render(renderer, expected_first)
-    assert turns[1].prompt_tokens == full_render(renderer, expected_second)
+    # The echo is the reply sampled: its tokens stay as sampled (token continuity), the rest is
+    # the renderer's rendering of the converted messages.
+    echo = len(expected_first)
+    assert turns[1].continues == 0 and turns[1].new_datum is None
+    assert turns[1].prompt_tokens == spliced_reference(renderer, expected_second, {echo: turns[0].output_tokens})
     assert turns[0].output_tokens == reply_tokens(renderer, first)
     assert turns[0].logprobs == [-0.5] * len(turns[0].output_tokens)
     assert [t.api for t in turns] == ["responses", "responses"]

@@ -63,4 +63,25 @@ class CapturesPanel(Panel):
             self.line_help.append(None)
         row(Text("batch"), state.batch_counters(), "The current batch's groups together.", style="bold")
         row(Text("run"), state.totals, "The whole run so far.", style="bold")
+        trained = trained_line(state, p)
+        if trained is not None:
+            lines.append(trained)
+            self.line_help.append(CAPTURE_HELP["trained"])
         return Group(*lines)
+
+
+def trained_line(state: RunState, p: Palette) -> Text | None:
+    """``trained s3  1.00 datum/trial  1.02× tokens`` for the newest step with scored trials."""
+    summary = next((state.steps[s] for s in sorted(state.steps, reverse=True) if state.steps[s].trial_data), None)
+    if summary is None:
+        return None
+    per_trial, amplification = summary.datums_per_trial, summary.amplification
+    line = Text(f"trained s{summary.step}", style=p.muted)
+    line.append(f"  {format_count(per_trial)} datum/trial")
+    if amplification is not None:
+        warn = amplification > AMPLIFICATION_NOTE
+        line.append(f"  {amplification:.2f}× tokens", style=p.warning if warn else "")
+    return line
+
+
+AMPLIFICATION_NOTE = 1.5  # above it the figure is shown as a warning (the advisory's default threshold)
