@@ -4,7 +4,8 @@ cookbook's RL loop train against (LoRA on a small Qwen3-architecture model).
 Modules: `config` (model shapes/presets), `registry` (model names, tokenizer, cookbook
 registration), `model` (torch model, KV cache), `lora` (adapters), `weights` (base + adapter
 matrices of a pass), `losses`, `trainer` (training maths), `sampler` (batched decode loop),
-`checkpoints` (tinker:// storage), `journal` (live state that survives a restart), `futures`
+`checkpoints` (tinker:// storage), `journal` (live state that survives a restart; a run's
+state in `state_slots`), `host` (device tensors to the host in one copy), `futures`
 (long-poll promises), `jobs` (queued work behind them), `sessions` (client sessions, training
 runs), `sampler_sessions`, `training` and `sampling` (the requests), `wire` (protobuf/JSON
 formats), `routes` (aiohttp app), `server` (`Engine`: builds and wires the parts), `embedded`

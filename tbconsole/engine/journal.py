@@ -4,16 +4,18 @@ the first request that names them.
 
     <data>/live/sessions/<session_id>.json    created/user metadata; mtime = last heartbeat
     <data>/live/runs/<model_id>/meta.json     base model, LoRA settings, user metadata
-    <data>/live/runs/<model_id>/state.safetensors   adapter + AdamW state + step count, after
-                                              every optim_step and load (absent: the fresh adapter)
+    <data>/live/runs/<model_id>/state.{0,1}.safetensors   adapter + AdamW state + step count,
+                                              after every optim_step and load, generation N in
+                                              slot N % 2 (`state_slots.py`; none: the fresh adapter)
     <data>/live/runs/<model_id>/grads         "gradients pending since state generation N"
     <data>/live/samplers/<sampler_id>.json    what a sampler session samples from
     <data>/live/samplers/<sampler_id>.safetensors   its adapter, for in-memory snapshots
 
-Every file is written whole (`tbconsole.atomic`), so a kill leaves either the old or the new
-version, never half of one. Nothing is fsynced: the page cache outlives a killed process, not a
-power cut. Sampler entries go when the engine drops the session from memory; everything of a
-session goes when it is finished, or at startup once it has had no heartbeat for `STALE_AFTER_S`.
+Every other file is written whole (`tbconsole.atomic`), so a kill leaves either the old or the
+new version, never half of one; a state slot torn by a kill is recognised and the other slot
+used. Nothing is fsynced: the page cache outlives a killed process, not a power cut. Sampler
+entries go when the engine drops the session from memory; everything of a session goes when it
+is finished, or at startup once it has had no heartbeat for `STALE_AFTER_S`.
 """
 
 from __future__ import annotations
@@ -29,15 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as save_safetensors
 
 from tbconsole import atomic
+from tbconsole.engine.state_slots import SLOTS, SlotWriter, read_slot, slot_path
 
 # The engine's own session ids (sessions.Sessions.create); nothing else is looked up on disk.
 SESSION_ID = re.compile(r"^tbc-[0-9a-f]{12}$")
-STATE = "state.safetensors"
 _ENTRY_ID = re.compile(r"^(tbc-[0-9a-f]{12}):(train|sample):[0-9]{1,18}$")
 STALE_AFTER_S = 7 * 24 * 3600
 
@@ -50,15 +51,16 @@ def session_of(entry_id: str) -> str | None:
 
 
 def _flatten(adapter: dict[str, torch.Tensor], optimizer: dict[str, Any] | None):
-    """Adapter and AdamW state as one flat tensor dict (safetensors: no pickle) plus JSON."""
-    tensors = {f"adapter/{k}": v.detach().cpu().contiguous() for k, v in adapter.items()}
+    """Adapter and AdamW state as one flat tensor dict (safetensors: no pickle; the tensors stay
+    where they are, `state_slots.py` copies them to the host) plus JSON."""
+    tensors = {f"adapter/{k}": v for k, v in adapter.items()}
     meta: dict[str, Any] = {"optimizer": None}
     if optimizer is not None:
         extra: dict[str, dict[str, Any]] = {}
         for idx, st in optimizer["state"].items():
             for k, v in st.items():
                 if isinstance(v, torch.Tensor):
-                    tensors[f"opt/{idx}/{k}"] = v.detach().cpu().contiguous()
+                    tensors[f"opt/{idx}/{k}"] = v
                 else:
                     extra.setdefault(str(idx), {})[k] = v
         meta["optimizer"] = {"param_groups": optimizer["param_groups"], "extra": extra}
@@ -98,6 +100,7 @@ class Journal:
         for d in (self.sessions_dir, self.runs_dir, self.samplers_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._gen: dict[str, int] = {}  # model_id -> generation of its state file
+        self._slots = SlotWriter()
         self._stats_lock = threading.Lock()
         self.stats = {"state_writes": 0, "state_bytes": 0, "state_ms": 0.0,
                       "snapshot_writes": 0, "snapshot_bytes": 0, "snapshot_ms": 0.0}  # fmt: skip
@@ -174,7 +177,7 @@ class Journal:
         if d is None:
             return
         d.mkdir(parents=True, exist_ok=True)
-        for stale in (STATE, "grads"):
+        for stale in (*SLOTS, "state.safetensors", "grads"):  # state.safetensors: older versions
             (d / stale).unlink(missing_ok=True)
         self._gen[model_id] = 0
         self._write_json(d / "meta.json", meta)
@@ -182,8 +185,8 @@ class Journal:
     def save_state(
         self, model_id: str, adapter: dict[str, torch.Tensor], optimizer: dict[str, Any] | None, steps: int
     ) -> int:
-        """Replace the run's state: adapter tensors, optimizer `state_dict()` (None before the
-        first step), step count. Returns the bytes written."""
+        """Replace the run's state: adapter tensors (on any device), optimizer `state_dict()`
+        (None before the first step), step count. Returns the bytes written."""
         d = self._run_dir(model_id)
         if d is None or not (d / "meta.json").is_file():
             return 0
@@ -191,7 +194,7 @@ class Journal:
         gen = self._gen.get(model_id, 0) + 1
         tensors, meta = _flatten(adapter, optimizer)
         meta.update(steps=steps, gen=gen)
-        size = self._write(d / STATE, save_safetensors(tensors, metadata={"journal": json.dumps(meta)}))
+        size = self._slots.write(slot_path(d, gen), tensors, {"journal": json.dumps(meta)})
         self._gen[model_id] = gen
         self._count("state", size, t0)
         return size
@@ -211,10 +214,16 @@ class Journal:
         except (OSError, ValueError):
             return None
         state = None
-        if (d / STATE).is_file():
-            with safe_open(str(d / STATE), "pt") as f:
-                meta_state = json.loads(f.metadata()["journal"])
-            state = _unflatten(load_file(d / STATE), meta_state)
+        # The newer whole slot (a kill during a write tears only the slot being written).
+        for slot in SLOTS:
+            got = read_slot(d / slot)
+            if got is not None:
+                candidate = _unflatten(got[0], json.loads(got[1]["journal"]))
+                if state is None or candidate["gen"] > state["gen"]:
+                    state = candidate
+        if state is None and any((d / slot).is_file() for slot in SLOTS):
+            # Never a fresh adapter in place of a state that exists but cannot be read.
+            raise ValueError(f"no whole state file in {d}")
         gen = int(state["gen"]) if state else 0
         self._gen[model_id] = gen
         try:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tbconsole.engine.host import to_host
+
 if TYPE_CHECKING:
     from tbconsole.engine.model import Qwen3LM
 
@@ -86,13 +88,17 @@ class LoraAdapter:
             a.copy_(other.weights[name][0])
             b.copy_(other.weights[name][1])
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """PEFT naming, so an adapter can later be exported for HF/PEFT tooling."""
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The live tensors (on the adapter's device) under their PEFT names."""
         out = {}
         for name, (a, b) in self.weights.items():
-            out[f"base_model.model.{name}.lora_A.weight"] = a.detach().cpu()
-            out[f"base_model.model.{name}.lora_B.weight"] = b.detach().cpu()
+            out[f"base_model.model.{name}.lora_A.weight"] = a
+            out[f"base_model.model.{name}.lora_B.weight"] = b
         return out
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """PEFT naming, so an adapter can later be exported for HF/PEFT tooling; on the CPU."""
+        return to_host(self.tensors())
 
     @classmethod
     def from_state_dict(

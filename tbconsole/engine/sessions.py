@@ -114,7 +114,7 @@ class TrainingRuns:
         older state must not come back silently, so the run is dropped from it."""
         try:
             optimizer = run.optimizer.state_dict() if run.optimizer is not None else None
-            self.journal.save_state(run.model_id, run.adapter.state_dict(), optimizer, run.steps)
+            self.journal.save_state(run.model_id, run.adapter.tensors(), optimizer, run.steps)
         except Exception:
             log.exception("could not journal %s; it will not survive an engine restart", run.model_id)
             self.journal.drop_run(run.model_id)

@@ -17,6 +17,7 @@ import torch
 
 from tbconsole.engine.config import ModelConfig
 from tbconsole.engine.errors import BadRequest, TooLarge
+from tbconsole.engine.host import to_host
 from tbconsole.engine.lora import LoraAdapter
 from tbconsole.engine.losses import LOSSES, check_inputs, check_request
 from tbconsole.engine.model import Qwen3LM
@@ -154,8 +155,11 @@ class Trainer:
         forward_only: bool,
     ) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
         loss = LOSSES[loss_fn]
-        outputs: list[dict[str, np.ndarray] | None] = [None] * len(data)
-        loss_sum = 0.0
+        # Per micro-batch: (datum indices, their lengths, logprobs, elementwise loss, loss sum),
+        # all still on the device. They are copied to the host once, after every backward is
+        # queued: a copy per datum would make the host wait for the device each time, and the
+        # device would idle while the host queues the next kernels.
+        pending: list[tuple[list[int], list[int], torch.Tensor, torch.Tensor, torch.Tensor]] = []
         try:
             for idx in self._micro_batches(data):
                 with torch.set_grad_enabled(not forward_only):
@@ -173,6 +177,7 @@ class Trainer:
                     lp_all = self.model.token_logprobs(flat, targets, w)
                     total = lp_all.new_zeros(())
                     start = 0
+                    losses = []
                     for row, i in enumerate(idx):
                         n = lengths[row]
                         lp = lp_all[start : start + n]
@@ -184,14 +189,12 @@ class Trainer:
                         }
                         elementwise = loss(lp, inputs, config)
                         total = total + elementwise.sum()
-                        outputs[i] = {
-                            "logprobs": lp.detach().float().cpu().numpy(),
-                            "elementwise_loss": elementwise.detach().float().cpu().numpy(),
-                        }
+                        losses.append(elementwise.detach())
                     if not forward_only:
                         total.backward()
                         run.pending_grad = True
-                    loss_sum += float(total.detach())
+                    pending.append((idx, lengths, lp_all.detach(), torch.cat(losses), total.detach()))
+            outputs, loss_sum = self._outputs_to_host(pending, len(data))
         except Exception:
             if not forward_only:
                 # A half-applied request must not leak partial gradients into the next step.
@@ -201,7 +204,29 @@ class Trainer:
             if not forward_only:
                 self.zero_grad(run)
             raise BadRequest(f"loss is not finite ({loss_sum}); gradients were discarded")
-        return [o for o in outputs if o is not None], {"loss:sum": loss_sum}
+        return outputs, {"loss:sum": loss_sum}
+
+    @staticmethod
+    def _outputs_to_host(
+        pending: list[tuple[list[int], list[int], torch.Tensor, torch.Tensor, torch.Tensor]], n_data: int
+    ) -> tuple[list[dict[str, np.ndarray]], float]:
+        """Every datum's logprobs and elementwise loss as numpy, in datum order, and the summed
+        loss (a sum of per-micro-batch sums, in micro-batch order), from one host copy."""
+        parts = [t.float().reshape(-1) for _, _, lp, el, total in pending for t in (lp, el, total)]
+        host = to_host({"all": torch.cat(parts)})["all"].numpy()
+        outputs: list[dict[str, np.ndarray] | None] = [None] * n_data
+        loss_sum = 0.0
+        at = 0
+        for idx, lengths, lp, _, _ in pending:
+            count = lp.numel()
+            lp_host, el_host = host[at : at + count], host[at + count : at + 2 * count]
+            loss_sum += float(host[at + 2 * count])
+            at += 2 * count + 1
+            start = 0
+            for i, n in zip(idx, lengths, strict=True):
+                outputs[i] = {"logprobs": lp_host[start : start + n], "elementwise_loss": el_host[start : start + n]}
+                start += n
+        return [o for o in outputs if o is not None], loss_sum
 
     @staticmethod
     def zero_grad(run: TrainingRun) -> None:
@@ -221,11 +246,14 @@ class Trainer:
             group.update(lr=lr, betas=betas, eps=float(params.eps))
             group["weight_decay"] = float(params.weight_decay)
         grads = [p.grad for p in plist if p.grad is not None]
-        grad_norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
-        if params.grad_clip_norm and params.grad_clip_norm > 0 and grads:
-            torch.nn.utils.clip_grad_norm_(plist, float(params.grad_clip_norm))
+        # The norm stays on the device until the step is queued (reading it waits for the
+        # device); on the device it is one fused kernel for all the adapter's gradients.
+        norm = torch.nn.utils.get_total_norm(grads) if grads else None
+        if params.grad_clip_norm and params.grad_clip_norm > 0 and norm is not None:
+            torch.nn.utils.clip_grads_with_norm_(plist, float(params.grad_clip_norm), norm)
         if grads:
             run.optimizer.step()
+        grad_norm = float(norm) if norm is not None else 0.0
         self.zero_grad(run)
         run.steps += 1
         return {"grad_norm:mean": grad_norm, "learning_rate:mean": lr}
