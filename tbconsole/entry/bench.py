@@ -16,6 +16,10 @@ BENCHMARKS = {
         "tbconsole.bench.proxy",
         "capture proxy: overhead per call vs a bare aiohttp handler; incremental vs full render",
     ),
+    "train": (
+        "tbconsole.bench.train",
+        "a 200-turn trial's training cost, token continuity on vs off: datums, trained tokens, train step",
+    ),
     "engine": (
         "tbconsole.bench.engine",
         "local engine: prefill, sampling (1 and 8 concurrent), train step, vs the bare model",
