@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # -- workload ---------------------------------------------------------------------------------
 
 
-def _text(rng: random.Random, n_words: int) -> str:
+def filler_text(rng: random.Random, n_words: int) -> str:
+    """Agent-like filler: shell words, paths and tracebacks, a line break every 12 words."""
     out = []
     for i in range(n_words):
         out.append(rng.choice(WORDS))
@@ -91,7 +92,7 @@ BASH_TOOL: dict[str, Any] = {
 
 
 def _observation(rng: random.Random, i: int) -> str:
-    return f"<returncode>0</returncode>\n<output>\n{_text(rng, 60 + (i * 37) % 120)}</output>"
+    return f"<returncode>0</returncode>\n<output>\n{filler_text(rng, 60 + (i * 37) % 120)}</output>"
 
 
 # -- overhead: the load generator (its own process) ------------------------------------------------
@@ -112,7 +113,7 @@ async def _load(targets: dict, turns: int, queue) -> None:
             rng = random.Random(seed)
             messages = [
                 {"role": "system", "content": "You are a helpful assistant that can run bash commands."},
-                {"role": "user", "content": "Please solve this task:\n" + _text(rng, 80)},
+                {"role": "user", "content": "Please solve this task:\n" + filler_text(rng, 80)},
             ]
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
             latencies = []
@@ -257,14 +258,17 @@ def _conversation(renderer, target_tokens: int) -> list:
     rng = random.Random(target_tokens)
     spec = {"name": "bash", "description": "Execute a bash command", "parameters": BASH_TOOL["function"]["parameters"]}
     messages = renderer.create_conversation_prefix_with_tools([spec], "You are a helpful assistant.") + [
-        Message(role="user", content="Please solve this task:\n" + _text(rng, 80))
+        Message(role="user", content="Please solve this task:\n" + filler_text(rng, 80))
     ]
     i = 0
     while True:
         messages = messages + [
             Message(
                 role="assistant",
-                content=[{"type": "thinking", "thinking": _text(rng, 40)}, {"type": "text", "text": "Let me check."}],
+                content=[
+                    {"type": "thinking", "thinking": filler_text(rng, 40)},
+                    {"type": "text", "text": "Let me check."},
+                ],
                 tool_calls=[
                     ToolCall(
                         id=f"call_{i}",

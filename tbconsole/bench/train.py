@@ -34,21 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tbconsole.bench.proxy import BASH_TOOL, WORDS, filler_text
+
 TARGET_TOKEN_RATIO = 20.0
-WORDS = (
-    "the file line error ok def return import self value data path test run make grep sed awk ls cat "
-    "echo python3 int str list dict None True False for in if else while try except raise assert "
-    "0 1 2 42 100 /app/src/main.py /tmp/out.txt -rw-r--r-- root 4096 Nov 29 12:00 {} [] () : ; = == "
-    'Traceback (most recent call last): File "x.py", SyntaxError: invalid syntax'
-).split(" ")
-BASH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Execute a bash command",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    },
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,15 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default="auto", help="the engine's device: auto, cpu or cuda (default auto)")
     parser.add_argument("--repeats", type=int, default=2, help="train steps timed per setting (median; default 2)")
-
-
-def _text(rng: random.Random, n_words: int) -> str:
-    out = []
-    for i in range(n_words):
-        out.append(rng.choice(WORDS))
-        if i % 12 == 11:
-            out.append("\n")
-    return " ".join(out)
 
 
 @dataclass
@@ -101,7 +80,7 @@ def _policy(renderer, seed: int):
         command = f"grep -n '{rng.choice(WORDS)}' /app/src/mod_{n}.py | head -40"
         message = Message(
             role="assistant",
-            content=[{"type": "thinking", "thinking": _text(rng, 24)}, {"type": "text", "text": "Checking."}],
+            content=[{"type": "thinking", "thinking": filler_text(rng, 24)}, {"type": "text", "text": "Checking."}],
             tool_calls=[
                 ToolCall(
                     id=f"call_{n}",
@@ -143,10 +122,10 @@ async def _drive(renderer, tokenizer, args, continuity: bool, capture_dir: Path)
         rng = random.Random(7)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": "You are a helpful assistant that can run bash commands."},
-            {"role": "user", "content": "Please solve this task:\n" + _text(rng, 120)},
+            {"role": "user", "content": "Please solve this task:\n" + filler_text(rng, 120)},
         ]
         # Each observation's size, so that the last prompt reaches about --target-tokens.
-        per_turn_words = max(8, int(args.target_tokens / args.turns / 1.6) - 40)
+        per_turn_words = max(8, int(args.target_tokens / args.turns / 2.2) - 40)  # ~2.2 tokens a filler word
         for i in range(args.turns):
             response = await client.chat.completions.create(
                 model="policy", messages=messages, tools=[BASH_TOOL], max_tokens=512
@@ -159,7 +138,7 @@ async def _drive(renderer, tokenizer, args, continuity: bool, capture_dir: Path)
                 echo["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]} for c in calls]
             messages.append(echo)
             call_id = calls[0]["id"] if calls else f"call_{i}"
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": _text(rng, per_turn_words)})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": filler_text(rng, per_turn_words)})
         await client.close()
         turns = proxy.turns("bench-0")
     finally:
