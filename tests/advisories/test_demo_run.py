@@ -28,7 +28,10 @@ def test_a_real_runs_captures_and_training_data_agree(demo_run):
             facts += 1
             out += advisor.feed(fact, now=event.ts)
     assert facts >= 8
-    for rule in ("captures", "tokens", "stalled", "past-timeout", "kl", "gateway-probes"):
+    # Every scored trial reports its training cost, and a healthy run trains each as one datum.
+    data = [e for e in events if isinstance(e, ev.TrialEnded) and e.scored]
+    assert data and all(e.datums == 1 and e.trained_tokens < e.context_tokens for e in data)
+    for rule in ("captures", "tokens", "stalled", "past-timeout", "kl", "gateway-probes", "amplification"):
         assert raised(out, rule) == [], rule
 
 

@@ -119,3 +119,30 @@ def test_when_every_group_is_flat_the_cookbook_trains_the_first(stream):
         0, {"env/all/total_turns": 8.0, "env/all/total_ob_tokens": 8000.0, "env/all/total_ac_tokens": 800.0}
     )
     assert raised(replay(stream.items), "tokens") == []
+
+
+def _with_data(items, datums: int, trained: int, context: int, why: dict[str, int]):
+    """The stream's scored trials, each with the training cost trial.ended carries."""
+    return [
+        dataclasses.replace(e, datums=datums, trained_tokens=trained, context_tokens=context, new_datum=why)
+        if isinstance(e, ev.TrialEnded) and e.scored
+        else e
+        for e in items
+    ]
+
+
+def test_amplification_fires_with_its_cause_and_is_silent_when_trials_train_as_one_datum(stream):
+    stream.run_started()
+    for step in range(3):
+        stream.group(step, 0, [0.0, 1.0, 0.0, 1.0], turns=12)
+        stream.step_end(step)
+    healthy = replay(_with_data(stream.items, 1, 5_999, 6_000, {}))
+    assert raised(healthy, "amplification") == []
+    # Continuity off: every one of 12 turns a datum of its own, 6.5x the final context.
+    wasteful = replay(_with_data(stream.items, 12, 39_000, 6_000, {"continuity_off": 11}))
+    fired = raised(wasteful, "amplification")
+    assert [e.step for e in fired] == [0, 1, 2] and fired[0].severity == AdvisorySeverity.WARNING
+    assert fired[0].threshold == "advise.amplification_max=1.5" and fired[0].value == 6.5
+    assert "12.0 datums per trial" in fired[0].message and "harbor.token_continuity=true" in fired[0].message
+    # An agent that compacts its history once: two datums, 1.4x, under the threshold.
+    assert raised(replay(_with_data(stream.items, 2, 8_400, 6_000, {"history_rewritten": 1})), "amplification") == []
