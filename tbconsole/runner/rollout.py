@@ -191,15 +191,12 @@ class TrialRun:
         training cost (``data/*``: the cookbook averages them over the batch's trials, and
         ``train.DerivedMetrics`` turns the token means into ``data/token_amplification``)."""
         assert self.outcome is not None and self.outcome.reward is not None, "only a scored trial has a reward"
-        return TrialReward(
-            self.outcome.reward,
-            {
-                f"exit_status/{self.outcome.status}": 1.0,
-                "data/datums": float(self.data.datums),
-                "data/trained_tokens": float(self.data.trained_tokens),
-                "data/context_tokens": float(self.data.context_tokens),
-            },
-        )
+        metrics = {f"exit_status/{self.outcome.status}": 1.0}
+        if self.turns:  # a trial that made no model call (an oracle) trains nothing: no figures
+            metrics["data/datums"] = float(self.data.datums)
+            metrics["data/trained_tokens"] = float(self.data.trained_tokens)
+            metrics["data/context_tokens"] = float(self.data.context_tokens)
+        return TrialReward(self.outcome.reward, metrics)
 
 
 async def run_group(
