@@ -25,14 +25,35 @@ def sandbox_problem() -> str | None:
     return None
 
 
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing(what: str, fix: str) -> None:
+    """A prerequisite is missing: skip on a developer's machine, fail in CI (``CI=true``), where
+    a skip would hide a failure, saying how to provide it."""
+    if IN_CI:
+        pytest.fail(f"{what} (CI=true: prerequisites must be present). {fix}", pytrace=False)
+    pytest.skip(what)
+
+
+SANDBOX_FIX = "Run the tests as root on Linux with user namespaces and overlayfs (see README, The local sandbox)."
+
+
 def pytest_collection_modifyitems(config, items):
     problem = sandbox_problem()
-    if problem is None:
+    if problem is None or IN_CI:  # in CI each root test fails in its setup instead (pytest_runtest_setup)
         return
     skip = pytest.mark.skip(reason=f"local sandbox unavailable here: {problem}")
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    if IN_CI and "root" in item.keywords:
+        problem = sandbox_problem()
+        if problem is not None:
+            missing(f"local sandbox unavailable here: {problem}", SANDBOX_FIX)
 
 
 @pytest.fixture
@@ -53,7 +74,10 @@ def sandbox_root() -> Path:
 def tb2_sample() -> Path:
     path = SHARED / "tb2-sample"
     if not path.is_dir():
-        pytest.skip(f"no Terminal-Bench 2 sample at {path}")
+        missing(
+            f"no Terminal-Bench 2 sample at {path}",
+            "Put the project's shared/ folder (with tb2-sample/) beside the repository checkout.",
+        )
     return path
 
 
@@ -132,7 +156,7 @@ def demo_run(tmp_path_factory) -> Path:
         return Path(reuse)
     problem = sandbox_problem()
     if problem is not None:
-        pytest.skip(f"local sandbox unavailable here: {problem}")
+        missing(f"local sandbox unavailable here: {problem}", SANDBOX_FIX)
     log = tmp_path_factory.mktemp("demo-run") / "run"
     proc = subprocess.run(
         [
@@ -163,14 +187,14 @@ def tmpfs(tmp_path):
 
     def mount(size: str) -> Path:
         if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root")
+            missing("mounting a tmpfs needs root", "Run the tests as root.")
         where = tmp_path / f"fs{len(mounted)}"
         where.mkdir()
         done = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
         )
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+            missing(f"cannot mount a tmpfs: {done.stderr.strip()}", "Run the tests as root where mount is allowed.")
         mounted.append(where)
         return where
 
