@@ -453,12 +453,28 @@ async def _ready(client_or_future: Any) -> Any:
     return await client_or_future if inspect.isawaitable(client_or_future) else client_or_future
 
 
+class _WithoutTraceback(logging.Formatter):
+    """A console handler's formatter that writes a record's message but not its traceback (a
+    library logging an error with ``exc_info``, e.g. Harbor when a full disk stops a download):
+    the person reads what went wrong; logs.log keeps the traceback."""
+
+    def __init__(self, inner: logging.Formatter | None):
+        super().__init__()
+        self._inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})
+        return self._inner.format(bare)
+
+
 def _quiet_console_logging() -> None:
     """The cookbook logs every trajectory at INFO to the console; the run's own progress log
     (or the console UI) is the readable view, and logs.log keeps the full text."""
     for handler in logging.getLogger().handlers:
         if not isinstance(handler, logging.FileHandler):
             handler.setLevel(logging.WARNING)
+            if not isinstance(handler.formatter, _WithoutTraceback):
+                handler.setFormatter(_WithoutTraceback(handler.formatter))
 
 
 def _plain(obj: Any) -> Any:
