@@ -36,12 +36,6 @@ class DatumStats:
     def amplification(self) -> float | None:
         return self.trained_tokens / self.context_tokens if self.context_tokens else None
 
-    def add(self, other: DatumStats) -> None:
-        self.datums += other.datums
-        self.trained_tokens += other.trained_tokens
-        self.context_tokens += other.context_tokens
-        self.new_datum.update(other.new_datum)
-
 
 def conversation_order(turns: Sequence[Any]) -> list[Any]:
     """The turns, each conversation's together and in order, conversations by their first turn.

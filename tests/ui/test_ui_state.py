@@ -459,3 +459,33 @@ def test_an_evaluation_only_row_updates_metrics_but_completes_no_step():
     assert StepMetrics(step=1, metrics={"eval/x": 1.0}).evaluation_only
     assert not StepMetrics(step=1, metrics={"eval/x": 1.0, "loss": 2.0}).evaluation_only
     assert not StepMetrics(step=1, metrics={}).evaluation_only
+
+
+def test_a_steps_training_cost_comes_from_its_scored_trials_and_forgets_a_retried_attempt():
+    """trial.ended's datum figures → the step's datums per trial and token amplification, shown on
+    the captures panel's "trained" line; a retried group's earlier attempt no longer counts."""
+    from tbconsole.events import GroupStarted
+    from tbconsole.ui.widgets.base import Palette
+    from tbconsole.ui.widgets.captures import trained_line
+
+    palette = Palette(*(["#010101"] * 9))
+
+    def ended(trial: str, datums: int, trained: int, context: int, why: dict) -> TrialEnded:
+        return TrialEnded(
+            ts=T0, step=0, group=0, trial=trial, outcome=TrialOutcome.SUBMITTED, scored=True, reward=1.0,
+            turns=12, output_tokens=100, trial_dir=None, timings={}, datums=datums, trained_tokens=trained,
+            context_tokens=context, new_datum=why,
+        )  # fmt: skip
+
+    state = RunState()
+    reduce(state, GroupStarted(ts=T0, step=0, group=0, task="t", trials=["a", "b"], proxy_url=None))
+    reduce(state, ended("a", 12, 39_000, 6_000, {"continuity_off": 11}))
+    reduce(state, ended("b", 1, 5_999, 6_000, {}))
+    summary = state.steps[0]
+    assert summary.datums_per_trial == 6.5 and summary.amplification == pytest.approx(44_999 / 12_000)
+    assert summary.new_datum_reasons() == {"continuity_off": 11}
+    line = trained_line(state, palette)
+    assert line is not None and line.plain == "trained s0  6.50 datum/trial  3.75× tokens"
+    # The group is retried under new trial names: the first attempt's figures are forgotten.
+    reduce(state, GroupStarted(ts=T0, step=0, group=0, task="t", trials=["a2", "b2"], proxy_url=None))
+    assert summary.trial_data == {} and trained_line(state, palette) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from tbconsole.advisories import Thresholds
 from tbconsole.state import Counters, RunState
 from tbconsole.ui.present import CAPTURE_HELP, format_count
 from tbconsole.ui.sanitize import one_line
@@ -72,9 +73,10 @@ class CapturesPanel(Panel):
 
 def trained_line(state: RunState, p: Palette) -> Text | None:
     """``trained s3  1.00 datum/trial  1.02× tokens`` for the newest step with scored trials."""
-    summary = next((state.steps[s] for s in sorted(state.steps, reverse=True) if state.steps[s].trial_data), None)
-    if summary is None:
+    newest = max((step for step, summary in state.steps.items() if summary.trial_data), default=None)
+    if newest is None:
         return None
+    summary = state.steps[newest]
     per_trial, amplification = summary.datums_per_trial, summary.amplification
     line = Text(f"trained s{summary.step}", style=p.muted)
     line.append(f"  {format_count(per_trial)} datum/trial")
@@ -84,4 +86,4 @@ def trained_line(state: RunState, p: Palette) -> Text | None:
     return line
 
 
-AMPLIFICATION_NOTE = 1.5  # above it the figure is shown as a warning (the advisory's default threshold)
+AMPLIFICATION_NOTE = Thresholds().amplification_max  # above it the figure reads as a warning, as the advisory
