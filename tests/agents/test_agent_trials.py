@@ -13,6 +13,7 @@ them these tests fail with the reason, they are not skipped.
 """
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -55,6 +56,15 @@ def _check(run, tmp_path, agent: str, api_path: str) -> dict:
     turns = _captured(tmp_path)
     assert turns, f"no turn was captured\n{story}"
     assert all(len(t.logprobs) == len(t.output_tokens) > 0 for t in turns), story
+    # Token continuity: every later turn either continues an earlier one (one datum) or its
+    # capture line says why it starts a new datum.
+    later = [t for t in turns if t.turn > 0]
+    assert all((t.continues is None) != (t.new_datum is None) for t in later), story
+    reasons = Counter(str(t.new_datum) for t in later if t.new_datum)
+    print(
+        f"{agent}: {len(turns)} turns, {sum(t.continues is not None for t in later)} continue, "
+        f"new datums {dict(reasons)}"
+    )
     return facts
 
 
