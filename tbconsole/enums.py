@@ -84,7 +84,8 @@ _NEW_DATUM_TEXT = {
     NewDatum.CONTINUITY_OFF: "token continuity is off (harbor.token_continuity=false)",
     NewDatum.RENDERER: "the renderer cannot be spliced (it renders whole conversations or stops on text)",
     NewDatum.HISTORY_REWRITTEN: (
-        "the agent rewrote its history (truncated, summarised or edited it) or began another conversation"
+        "the agent rewrote its history (truncated, summarised or edited it, or left a reply out) "
+        "or began another conversation"
     ),
     NewDatum.ECHO_CHANGED: "the agent sent back a different reply than the one sampled",
     NewDatum.REPEATED: "the agent sent the same conversation again (a retry)",

@@ -22,7 +22,10 @@ from tbconsole.enums import NewDatum
 REMEDY = {
     NewDatum.CONTINUITY_OFF: "set harbor.token_continuity=true (the default) to keep sampled tokens in later prompts",
     NewDatum.RENDERER: "use a renderer that renders message by message and stops on a token (e.g. qwen3_5)",
-    NewDatum.HISTORY_REWRITTEN: "the agent truncates, summarises or edits its history: each rewrite starts a datum",
+    NewDatum.HISTORY_REWRITTEN: (
+        "the agent truncates, summarises or edits its history, or leaves out replies it could not use "
+        "(mini-swe-agent drops a reply with no tool call): each rewrite starts a datum"
+    ),
     NewDatum.ECHO_CHANGED: "the agent edits the replies it sends back: see new_datum in the trials' capture lines",
     NewDatum.REPEATED: "the agent sends requests again: look for proxy errors in its trials",
     NewDatum.CONTEXT_CHANGED: "the renderer renders earlier messages differently as a conversation grows",

@@ -152,7 +152,11 @@ class Continuity:
             if len(messages) == n:
                 return head, NewDatum.REPEATED
             echo = messages[n]
-            if echo["role"] != "assistant" or not same_reply(echo, head.reply):
+            if echo["role"] != "assistant":
+                # The agent left the reply out (mini-swe-agent does, for a reply with no tool
+                # call: it sends its format-error message instead): a history it rewrote.
+                continue
+            if not same_reply(echo, head.reply):
                 why = NewDatum.ECHO_CHANGED
                 continue
             return head, None

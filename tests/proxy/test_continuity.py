@@ -340,3 +340,18 @@ def test_an_echo_is_the_reply_whatever_form_the_agent_gives_it(tokenizer):
     ]
     assert not same_reply(edited, parsed)
     assert not same_reply(Message(role="assistant", content="Listing files."), parsed)  # the call is gone
+
+
+def test_a_reply_the_agent_leaves_out_is_a_rewritten_history(tokenizer):
+    """mini-swe-agent answers a reply with no tool call by sending its format-error message in
+    place of the reply: that history no longer holds the sample, so a new datum, and why."""
+    renderer = get_renderer("qwen3_5", tokenizer)
+    splicer = Continuity(IncrementalRenderer(renderer), enabled=True)
+    messages = [Message(role="system", content="s"), Message(role="user", content="task")]
+    first = splicer.splice(list(messages))
+    output = reply_tokens(renderer, Message(role="assistant", content="no call here"))
+    splicer.commit(first, list(messages), 0, output, parse_reply(renderer, output, "stop", 0, "call_"))
+    messages.append(Message(role="user", content="Tool call error: no tool calls found"))
+    second = splicer.splice(list(messages))
+    assert second.new_datum == NewDatum.HISTORY_REWRITTEN and second.continues is None
+    assert second.prompt == full_render(renderer, messages)
