@@ -174,7 +174,10 @@ def _pointed(rng: random.Random, make_one: Callable[[random.Random], tuple[str, 
             made.append((text, answer))
     files = {f"{name}.txt": text for name, (text, _answer) in zip(names, made, strict=True)}
     files = dict(sorted(files.items()))  # the target is not always the first file written
-    files[POINTER] = f"{names[0]}.txt\n"
+    # The whole path, as the second command writes it: the tiny model's tokenizer splits
+    # "/app/lemon.txt" and a bare "lemon.txt" differently, and with the bare name it often wrote
+    # "/app/app/lemon.txt" or "/app/apple.txt" (it copied 7 of the 20 names mostly wrong).
+    files[POINTER] = f"/app/{names[0]}.txt\n"
     return Made(files, made[0][1], target=f"{names[0]}.txt")
 
 

@@ -1,6 +1,8 @@
 """Learning you can watch, as a regression test: a short `tbconsole demo` run on the embedded
 default (warm-started policy, generated variants, real Harbor trials, real PPO updates through
-the cookbook loop) must move the policy toward the replies it rewarded.
+the cookbook loop) must move the policy toward the replies it rewarded. Both demos: the
+one-command families, and `--multi-turn` (look up the file to act on, then act on it), whose
+trials each train as one datum through the proxy's token continuity.
 
 The measure, per step: the trained batch's advantage-weighted change in log-probability,
 sum over its trials of advantage × (log p after the update − log p before) of the reply the
@@ -23,26 +25,36 @@ import pytest
 
 from tbconsole import variants as V
 from tbconsole import warmup as W
-from tbconsole.runner.demo import DEMO_DEFAULTS, HELDOUT_VARIANTS
+from tbconsole.runner.demo import DEMO_DEFAULTS, HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 STEPS = 4  # short keeps `make test` quick: the measures are exact, with no sampling noise
-MODEL = DEMO_DEFAULTS["config.model_name"]
+# Each demo: its command-line flags and the policy it trains.
+DEMOS = {
+    "one-command": ([], DEMO_DEFAULTS["config.model_name"]),
+    "multi-turn": ([MULTI_TURN_FLAG], MULTI_TURN_MODEL),
+}
 
 
 def heldout_prompts(log: Path) -> dict[str, list[int]]:
-    """Each held-out task's first prompt as the proxy rendered it in the run's first evaluation:
+    """Each held-out task's prompt where its solution is due (the first prompt; for a two-command
+    task the second, after a look-up), as the proxy rendered it in the run's first evaluation:
     the measure reads the policy on the very prompts the run showed it (they hold the sandbox's
-    kernel version, so a prompt recorded elsewhere differs by a token or two, and a policy this
-    small answers a token apart differently)."""
+    kernel version and, after a look-up, what it printed; a prompt recorded elsewhere differs by
+    a token or two, and a policy this small answers a token apart differently). A task none of
+    whose trials got that far (no look-up) has no such prompt."""
     from tbconsole.proxy.capture import read_capture
 
     first = log / "heldout" / "capture" / "step_000000"
-    prompts = {}
+    prompts: dict[str, list[int]] = {}
     for path in sorted(first.glob("*/*.jsonl")):
         task = path.name.split(".")[0]
-        prompts.setdefault(task, read_capture(path)[0].prompt_tokens)
+        variant = V.parse_variant(task)
+        due = len(variant.steps(variant.solution)) - 1
+        turns = read_capture(path)
+        if task not in prompts and len(turns) > due:
+            prompts[task] = turns[due].prompt_tokens
     return prompts
 
 
@@ -103,12 +115,14 @@ def update_gains(clients: dict, batches) -> dict[int, float]:
     }
 
 
-def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tmp_path):
+@pytest.mark.parametrize("demo", sorted(DEMOS))
+def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tmp_path, demo):
     """The demo's defaults, shortened to STEPS steps, with a checkpoint after every update."""
     import tinker
 
     from tbconsole.engine.embedded import EmbeddedEngine
 
+    flags, model = DEMOS[demo]
     log = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
@@ -118,6 +132,7 @@ def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tm
             "tbconsole",
             "demo",
             "--headless",
+            *flags,
             f"config.log_path={log}",
             f"config.max_steps={STEPS}",
             f"config.eval_every={STEPS}",
@@ -158,15 +173,25 @@ def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tm
 
     batches = trained_batches(log)
     assert sorted(batches) == list(range(STEPS))
+    trained = [row for row in rows if "progress/batch" in row]
+    if demo == "multi-turn":
+        # The trials need their two commands (look up, then act), and each trains as one datum:
+        # every later turn's prompt carries on the earlier one, sampled tokens and all.
+        calls = [len(turns) for batch in batches.values() for turns, _advantage in batch]
+        assert sum(calls) / len(calls) >= 2, calls
+        for row in trained:
+            assert row["env/all/data/datums"] == 1.0, row
+            assert row["env/all/data/token_amplification"] <= 1.05, row
     prompts = heldout_prompts(log)
-    assert len(prompts) == HELDOUT_VARIANTS, sorted(prompts)
-    with EmbeddedEngine(data_dir=log / "engine", model=MODEL) as engine:
+    if demo == "one-command":
+        assert len(prompts) == HELDOUT_VARIANTS, sorted(prompts)
+    with EmbeddedEngine(data_dir=log / "engine", model=model) as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
         clients = {
             k: W._resolved(
                 service.create_sampling_client(model_path=path)
                 if path
-                else service.create_sampling_client(base_model=MODEL)
+                else service.create_sampling_client(base_model=model)
             )
             for k, path in policies.items()
         }

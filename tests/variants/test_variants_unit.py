@@ -81,7 +81,7 @@ def test_solution_and_near_misses_run_here_as_the_verifier_expects(tmp_path, fam
 @pytest.mark.parametrize("family", V.MULTI_TURN_FAMILIES)
 def test_only_the_look_up_tells_which_file_to_act_on(tmp_path, family):
     """A two-command variant: the instruction names the pointer file but not the target, the
-    look-up prints the target's name, the target differs across variants, and the solution's
+    look-up prints the target's path, the target differs across variants, and the solution's
     command on any other file of the variant (a decoy, the pointer file) fails."""
     picked = [v for v in V.all_variants() if v.family == family][:20]
     assert len({v.target for v in picked}) > 5
@@ -94,7 +94,7 @@ def test_only_the_look_up_tells_which_file_to_act_on(tmp_path, family):
         assert len(others) == 1 + V.DECOYS
         app = tmp_path / variant.name
         [seen] = run_here(app, files, [variant.lookup])
-        assert seen == W.lookup_output(variant) == variant.target + "\n"
+        assert seen == W.lookup_output(variant) == f"/app/{variant.target}\n"
         for name in others:
             wrong = tmp_path / f"{variant.name}-{name}"
             run_here(wrong, files, [variant.solution.replace(variant.target, name)])
