@@ -5,9 +5,11 @@ reads the same paths through this module, so a rename can never leave a reader b
 
     <log_path>/
       events.jsonl                          every typed event, one JSON object per line
+      events.snapshot                       the console's state folded from events.jsonl's first N bytes
       logs.log                              the cookbook's log lines and tracebacks
       runner.log                            a detached runner's stdout and stderr (its progress log)
       timing_spans.jsonl                    the cookbook's per-step timing spans (the console's timeline)
+      sizes.json                            what the run folder's finished steps take on disk (tbconsole.diskspace)
       control/inbox/                        commands from attached consoles (pause, stop, …)
       capture/step_000003/group_001[-rN]/   one capture file per trial attempt: <trial>.jsonl
       trainer_logprobs/step_000003/group_001[-rN]/   the trainer's log-probs of its sampled tokens, per turn
@@ -23,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 EVENTS_FILE = "events.jsonl"
+SNAPSHOT_FILE = "events.snapshot"  # tbconsole.state.snapshot: attach reads only the events after it
 LOG_FILE = "logs.log"
 RUNNER_LOG = "runner.log"
 TIMING_SPANS = "timing_spans.jsonl"  # written by the cookbook's training loop
+SIZES_FILE = "sizes.json"  # remembered by each measure of the folder's size
 CONTROL_INBOX = Path("control") / "inbox"
 CAPTURE_DIR = "capture"
 TRAINER_LOGPROBS_DIR = "trainer_logprobs"
@@ -71,6 +75,10 @@ class RunFolder:
         return self.root / EVENTS_FILE
 
     @property
+    def snapshot(self) -> Path:
+        return self.root / SNAPSHOT_FILE
+
+    @property
     def log_file(self) -> Path:
         return self.root / LOG_FILE
 
@@ -81,6 +89,10 @@ class RunFolder:
     @property
     def timing_spans(self) -> Path:
         return self.root / TIMING_SPANS
+
+    @property
+    def sizes(self) -> Path:
+        return self.root / SIZES_FILE
 
     @property
     def control_inbox(self) -> Path:

@@ -13,6 +13,7 @@ import pytest
 from tbconsole.entry import runs
 from tbconsole.entry.usage import UsageError
 from tbconsole.runlist import TAIL_BYTES, find_runs, list_runs, read_run, recent, remember
+from tbconsole.ui.present import format_bytes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,6 +62,7 @@ def test_states_from_events_and_lease(tmp_path, hold_lease):
         "state",
         "trained",
         "reward",
+        "size",
         "started",
         "last",
         "event",
@@ -80,13 +82,17 @@ def test_a_large_file_is_read_at_its_head_and_tail_only(tmp_path):
 
 def test_runs_command_prints_a_table_and_no_prompt_off_a_terminal(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    write_run(tmp_path / "runs" / "one", end="done")
+    one = write_run(tmp_path / "runs" / "one", end="done")
+    (one / "trials" / "step_000000" / "t").mkdir(parents=True)
+    (one / "trials" / "step_000000" / "t" / "result.json").write_bytes(bytes(3 << 20))
+    on_disk = sum(p.lstat().st_blocks * 512 for p in one.rglob("*") if p.is_file())
     parser = argparse.ArgumentParser()
     runs.register(parser.add_subparsers())
     args = parser.parse_args(["runs", str(tmp_path / "runs")])
     assert args.handler(args) == 0
     out = capsys.readouterr().out
     assert "one" in out and "done" in out and "3/3" in out and "attach to" not in out
+    assert f" {format_bytes(on_disk)} " in out.splitlines()[1] and format_bytes(on_disk).startswith("3.")
     with pytest.raises(UsageError, match="no such folder"):
         missing = parser.parse_args(["runs", str(tmp_path / "nowhere")])
         missing.handler(missing)

@@ -15,6 +15,17 @@ class DiskSample:
 
 
 @dataclass(frozen=True)
+class RunFolderSize:
+    """Bytes the run folder takes on disk at the end of step ``step`` (measured at ``ts``): the
+    difference from one step's end to the next is what a step adds (captures, trial folders,
+    events, checkpoints)."""
+
+    ts: float
+    step: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class AgentTimeout:
     """The agent timeout Harbor resolved for a trial (task, trial.json, multipliers)."""
 

@@ -69,7 +69,7 @@ class Thresholds:
     # disk: the run folder's filesystem.
     disk_warn_mib: float = _t(2048.0, "free space (MiB) below which disk warns")
     disk_error_mib: float = _t(512.0, "free space (MiB) below which disk is an error")
-    disk_steps_left: float = _t(5.0, "warn when the growth per step fills the disk within this many steps")
+    disk_steps_left: float = _t(5.0, "error when the run's growth per step fills the disk within this many steps")
     # switches.
     off: str = _t("", "rules turned off, comma-separated (e.g. sdk-retries,disk)")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tbconsole.entry.usage import UsageError
 
-COLUMNS = ("#", "run", "state", "trained", "reward", "started", "last event")
+COLUMNS = ("#", "run", "state", "trained", "reward", "size", "started", "last event")
 
 
 def register(sub) -> None:
@@ -17,8 +17,8 @@ def register(sub) -> None:
         "runs",
         help="list runs (folders with events.jsonl) and attach to one",
         description="List the run folders under DIR (up to 3 levels down): state (live, paused, done, "
-        "stopped, aborted, failed, or dead: its runner died), steps trained, last reward, when it "
-        "started and when it last reported. On a terminal, then choose one to attach to.",
+        "stopped, aborted, failed, or dead: its runner died), steps trained, last reward, size on disk, "
+        "when it started and when it last reported. On a terminal, then choose one to attach to.",
     )
     p.add_argument(
         "dir",
@@ -54,8 +54,10 @@ def run(args) -> int:
 
 
 def table(runs, now: float) -> str:
+    from tbconsole.diskspace import run_size
+    from tbconsole.runfolder import RunFolder
     from tbconsole.runlist import last_reward, steps_trained
-    from tbconsole.ui.present import format_value
+    from tbconsole.ui.present import format_bytes, format_value
 
     rows = [COLUMNS]
     for i, info in enumerate(runs, 1):
@@ -67,12 +69,14 @@ def table(runs, now: float) -> str:
                 info.condition,
                 f"{steps_trained(state)}/{state.total_steps or '?'}",
                 format_value(last_reward(state)),
+                # Walks only the newest steps' folders; the rest is remembered in the run folder.
+                format_bytes(run_size(RunFolder(info.path), state.step or 0)),
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started)) if info.started else "–",
                 _age(now - state.last_ts) if state.last_ts else "–",
             )
         )
     widths = [max(len(row[c]) for row in rows) for c in range(len(COLUMNS))]
-    right = {0, 3, 4}  # numbers
+    right = {0, 3, 4, 5}  # numbers
 
     def line(row: tuple[str, ...]) -> str:
         cells = zip(row, widths, strict=True)

@@ -6,7 +6,9 @@ Never a danger to the run: the bus hands events to ``__call__``, which only queu
 rules run in the watcher's own task, between the run's awaits; a rule that crashes is turned off
 by the Advisor (one log line), and anything else that goes wrong here is logged once and the
 watcher carries on. Every CHECK_EVERY_SEC it also samples the run folder's free disk space and
-runs the time-based checks (stalled trials, trials past their agent timeout, retry windows).
+runs the time-based checks (stalled trials, trials past their agent timeout, retry windows); at
+each step's end it measures what the run folder takes on disk (``diskspace.run_size``: only the
+newest steps' folders are walked), so that the disk rule projects from the run's own growth.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 from tbconsole import diskspace
 from tbconsole.advisories import Advisor, Thresholds
-from tbconsole.advisories.facts import AgentTimeout, CaptureFile, DiskSample, SdkRetry
+from tbconsole.advisories.base import step_done
+from tbconsole.advisories.facts import AgentTimeout, CaptureFile, DiskSample, RunFolderSize, SdkRetry
 from tbconsole.capturefile import CaptureTail
 from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, TrialEnded
 from tbconsole.runfolder import RunFolder
@@ -49,6 +52,7 @@ class AdvisoryWatcher:
         self.folder = RunFolder(log_path)
         self.interval = interval
         self.free_bytes = free_bytes
+        self._sized = -1  # the newest step whose end the run folder was measured at
         self._inbox: deque[Any] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -117,6 +121,11 @@ class AdvisoryWatcher:
                 fact = await asyncio.to_thread(read_capture_file, self.folder, item)
                 if fact is not None:
                     self._emit(self.advisor.feed(fact, now=item.ts))
+            step = step_done(item)
+            if step is not None and step > self._sized:  # measured off the event loop, once a step
+                self._sized = step
+                size = await asyncio.to_thread(diskspace.run_size, self.folder, step)
+                self._emit(self.advisor.feed(RunFolderSize(ts=time.time(), step=step, bytes=size)))
 
     def _drain_now(self) -> None:
         try:

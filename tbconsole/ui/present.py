@@ -11,6 +11,7 @@ run's state take it next to the ``RunState``.
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import NamedTuple
@@ -320,29 +321,65 @@ def progress_text(state: RunState, now: float) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
+    """At most 6 characters below 1000 days: 42s, 3m05s, 21h04m, 4d03h (past 99 hours)."""
     if seconds is None:
         return "–"
-    seconds = int(round(seconds))
+    sign = "-" if seconds <= -0.5 else ""  # a clock a little behind another; never "-1m-50s"
+    seconds = int(round(abs(seconds)))
     if seconds < 60:
-        return f"{seconds}s"
+        return f"{sign}{seconds}s"
     minutes, s = divmod(seconds, 60)
     if minutes < 60:
-        return f"{minutes}m{s:02d}s"
+        return f"{sign}{minutes}m{s:02d}s"
     hours, m = divmod(minutes, 60)
-    return f"{hours}h{m:02d}m"
+    if hours < 100:
+        return f"{sign}{hours}h{m:02d}m"
+    days, h = divmod(hours, 24)
+    return f"{sign}{days}d{h:02d}h"
+
+
+COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
+BYTE_UNITS = ("B", "K", "M", "G", "T", "P", "E")  # 1024-based, as du -h and ls -h
+COMPACT_WIDTH = 5  # the widest format_count / format_bytes (a minus sign adds one)
 
 
 def format_count(n: float | None) -> str:
+    """A count in at most ``COMPACT_WIDTH`` characters, so that it fits its cell whatever a day-long
+    run adds up to: 999, 1.0k, 12.3k, 123k, 1.2M, 3.4G. Rounding never shows four digits: 999 999
+    is 1.0M, not 1000k. A fraction keeps two decimals while it is small (1.25 datum/trial)."""
+    return _compact(n, 1000, COUNT_UNITS)
+
+
+def format_bytes(n: float | None) -> str:
+    """Bytes in at most ``COMPACT_WIDTH`` characters: 512B, 1.5K, 12.3M, 3.4G."""
+    return _compact(n, 1024, BYTE_UNITS)
+
+
+def _compact(n: float | None, base: int, units: tuple[str, ...]) -> str:
     if n is None:
         return "–"
     n = float(n)
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(int(n)) if n == int(n) else f"{n:.2f}"
+    if not math.isfinite(n):
+        return str(n)
+    a = abs(n)
+    for i, unit in enumerate(units):
+        v = a / base**i
+        if i == 0 and v.is_integer():
+            text = f"{v:.0f}"
+        elif i == 0 and v < 9.995:
+            text = f"{v:.2f}"
+        else:
+            text = f"{v:.1f}" if v < 99.95 else f"{v:.0f}"
+        # Rounded up to 1000 (999.96k, or 1000-1023 bytes): the next unit says it in fewer digits.
+        if float(text) < 1000 or i == len(units) - 1:
+            sign = "-" if n < 0 and float(text) != 0 else ""
+            return f"{sign}{text}{unit}"
+    raise AssertionError("unreachable")
 
 
 def format_value(v: float | None) -> str:
+    """A metric's value in at most 9 characters (the metrics panel's column): 0.5312, 1.20e-06,
+    812, 12.3k."""
     if v is None:
         return "–"
     if v == 0:
@@ -355,6 +392,14 @@ def format_value(v: float | None) -> str:
     if a >= 100:
         return f"{v:.0f}"
     return f"{v:.4g}"
+
+
+def format_reward(r: float) -> str:
+    """A reward in at most 5 characters: 1, 0, 0.5, 0.33, -0.25, 12.5, 1.2k."""
+    if abs(r) >= 10:
+        return format_count(r)
+    text = f"{r:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
 
 
 # -- groups with one reward -------------------------------------------------------------------

@@ -4,6 +4,7 @@ crashes is turned off once, advisories are raised again only when they change, r
 from tbconsole import events as ev
 from tbconsole.advisories import Advisor, Thresholds, replay
 from tbconsole.advisories.base import Advice, Rule
+from tbconsole.advisories.disk import FILLING
 from tbconsole.advisories.facts import DiskSample, SdkRetry
 from tbconsole.enums import AdvisorySeverity
 
@@ -79,18 +80,21 @@ def test_disk_free_space_warns_then_errors_then_clears_with_a_margin():
 
 
 def test_disk_growth_per_step_says_when_it_will_be_full(stream):
+    """Without the run folder's sizes (a recording): the free space's decline per step."""
     stream.run_started(total_steps=20)
     for step, free in enumerate([9000, 8000, 7000, 6000]):  # 1000 MiB a step
         stream.add(DiskSample(ts=stream.now, free_bytes=free * MiB))
         stream.group(step, 0, [0.0, 1.0, 0.0, 1.0])
         stream.step_end(step)
-    t = Thresholds(disk_steps_left=6.5)
-    advice = raised(replay(stream.items, t), "disk")
-    assert advice and advice[0].step == 2 and advice[0].threshold == "advise.disk_steps_left=6.5"
-    assert "5.9 GiB free on the run folder's filesystem, 1000 MiB used per step: full in about 6 steps (17 to go)" in (
+    advice = raised(replay(stream.items, Thresholds(disk_steps_left=6.5)), "disk")
+    # The run would not finish: a warning from the first estimate, an error once within disk_steps_left.
+    assert (advice[0].step, advice[0].severity, advice[0].threshold) == (1, "warning", FILLING)
+    assert "7.8 GiB free on the run folder's filesystem, 1000 MiB used per step: full in about 8 steps (18 to go)" in (
         advice[0].message
     )
-    assert raised(replay(stream.items), "disk") == []  # 6 steps of room: over the default 5
+    error = next(a for a in advice if a.severity == "error")
+    assert error.threshold == "advise.disk_steps_left=6.5" and "full in about 6 steps (17 to go)" in error.message
+    assert {a.severity for a in raised(replay(stream.items), "disk")} == {"warning"}  # 6 steps of room: over 5
 
 
 def test_disk_growth_is_no_matter_when_the_run_ends_first(stream):

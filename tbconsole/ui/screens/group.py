@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 
 from tbconsole.state import RunState
 from tbconsole.ui.group_compare import Action, GroupCaptures, GroupComparison, TrialColumn, compare_group
-from tbconsole.ui.present import format_count
+from tbconsole.ui.present import format_count, format_reward
 from tbconsole.ui.sanitize import one_line, text
 from tbconsole.ui.trialfiles import TokenDecoder
 from tbconsole.ui.widgets.base import Palette, palette_of
@@ -42,14 +42,14 @@ def summary_cell(row: str, c: TrialColumn, p: Palette) -> Text:
             return Text("not scored", style=p.error)
         if c.reward is None:
             return Text("–", style=p.muted)
-        return Text(f"{c.reward:g}", style=f"bold {p.success if c.reward >= 1 else p.warning}")
+        return Text(format_reward(c.reward), style=f"bold {p.success if c.reward >= 1 else p.warning}")
     if row == "advantage":
         if c.advantage is None:
             return Text("–", style=p.muted)
         colour = p.success if c.advantage > 0 else p.error if c.advantage < 0 else p.muted
         return Text(_signed(c.advantage), style=f"bold {colour}")
     if row == "turns":
-        return Text(str(c.turns))
+        return Text(format_count(c.turns))
     return Text(format_count(c.tokens))
 
 

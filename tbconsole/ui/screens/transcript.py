@@ -213,7 +213,7 @@ class TranscriptScreen(Screen):
             head.append(f"{t.phase}", style=f"bold {p.primary}")
             head.append(f" for {format_duration(t.phase_elapsed(now))}", style=p.muted)
         head.append(
-            f"  {t.live_turns} turns  {format_count(t.live_tokens)} output tokens"
+            f"  {format_count(t.live_turns)} turns  {format_count(t.live_tokens)} output tokens"
             f"  elapsed {format_duration(t.elapsed(now))}",
             style=p.muted,
         )

@@ -22,7 +22,7 @@ class CapturesPanel(Panel):
 
     def render_state(self, state: RunState, now: float, p: Palette):
         width = self.content_size.width or 60
-        num_w = [5, 5, 7, 7, 4, 4]
+        num_w = [5, 5, 6, 6, 5, 5]  # format_count's widest (COMPACT_WIDTH): no count is ever cut
         label_w = max(5, width - sum(num_w) - len(num_w))
         widths = [label_w, *num_w]
         right = set(range(1, 7))
@@ -82,7 +82,7 @@ def trained_line(state: RunState, p: Palette) -> Text | None:
     line.append(f"  {format_count(per_trial)} datum/trial")
     if amplification is not None:
         warn = amplification > AMPLIFICATION_NOTE
-        line.append(f"  {amplification:.2f}× tokens", style=p.warning if warn else "")
+        line.append(f"  {format_count(amplification)}× tokens", style=p.warning if warn else "")
     return line
 
 

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from tbconsole.state import RunState
 from tbconsole.ui.plotmath import sparkline
-from tbconsole.ui.present import GATEWAY_HELP, format_duration, probes_stopped
+from tbconsole.ui.present import GATEWAY_HELP, format_count, format_duration, probes_stopped
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, Panel
 
@@ -40,20 +40,26 @@ class GatewayPanel(Panel):
         if g.checked is not None and stopped is None:
             status.append(f"  {format_duration(now - g.checked)} ago", style=p.muted)
         add_row("status", status, GATEWAY_HELP["status"])
-        probes = Text(f"{g.probes} sent, ")
-        probes.append(f"{g.failures} failed", style=f"bold {p.error}" if g.failures else "")
-        probes.append(f", {g.latency_ms:.0f} ms " if g.latency_ms is not None else ", – ")
+        probes = Text(f"{format_count(g.probes)} sent, ")  # a day's probes: 17.3k
+        probes.append(f"{format_count(g.failures)} failed", style=f"bold {p.error}" if g.failures else "")
+        probes.append(f", {format_count(round(g.latency_ms))} ms " if g.latency_ms is not None else ", – ")
         probes.append(sparkline(list(g.latencies), max(4, width - 9 - probes.cell_len)), style=p.line)
         add_row("probes", probes, GATEWAY_HELP["probes"])
         add_row("url", Text(one_line(g.base_url or state.base_url or "–", 120)), GATEWAY_HELP["url"])
         add_row("model", Text(one_line(state.model_name or "–", 120)), GATEWAY_HELP["model"])
-        add_row("sampler", Text(one_line(g.sampler_path or _unnamed_sampler(state), 160)), GATEWAY_HELP["sampler"])
+        sampler = one_line(g.sampler_path or _unnamed_sampler(state), 160)
+        add_row("sampler", Text(keep_end(sampler, width - 8)), GATEWAY_HELP["sampler"])
         if g.last_error:
             err = Text(one_line(g.last_error, 200), style=p.error)
             if g.last_error_ts is not None:
                 err.append(f" ({format_duration(now - g.last_error_ts)} ago)", style=p.muted)
             add_row("error", err, GATEWAY_HELP["error"])
         return Group(*lines)
+
+
+def keep_end(text: str, width: int) -> str:
+    """``text`` in ``width`` cells, cut at its start: a checkpoint path's end names its step."""
+    return text if len(text) <= width else "…" + text[len(text) - max(0, width - 1) :]
 
 
 def _unnamed_sampler(state: RunState) -> str:

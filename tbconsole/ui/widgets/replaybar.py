@@ -6,6 +6,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import Static
 
+from tbconsole.ui.present import format_count
 from tbconsole.ui.widgets.base import palette_of
 
 
@@ -30,7 +31,7 @@ class ReplayBar(Static):
         t.append(where_text(replay), style="bold")
         t.append("━" * filled, style=p.primary)
         t.append("━" * (width - filled), style=p.muted)
-        t.append(f" {replay.position}/{len(replay.events)} events", style=p.muted)
+        t.append(f" {format_count(replay.position)}/{format_count(len(replay.events))} events", style=p.muted)
         self.update(t, layout=False)  # one line whatever it says
 
     def _bar_width(self) -> int:

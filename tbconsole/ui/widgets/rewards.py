@@ -5,15 +5,28 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from tbconsole.state import RunState
+from tbconsole.state import RunState, TaskStats
 from tbconsole.ui.plotmath import bar, reward_bins, sparkline
-from tbconsole.ui.present import UNIFORM_WORDS, advises_on, uniform_groups
+from tbconsole.ui.present import UNIFORM_WORDS, advises_on, format_count, uniform_groups
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 
 def _f(v: float | None) -> str:
-    return "–" if v is None else f"{v:.2f}"
+    """A mean reward: two decimals while small, compact past 10 (a verifier may score 0-100)."""
+    if v is None:
+        return "–"
+    return f"{v:.2f}" if abs(v) < 9.995 else format_count(v)
+
+
+def fit_widths(rows: list[list[str]], minimum: list[int]) -> list[int]:
+    """Each column as wide as its widest cell and at least ``minimum``: a count is never cut (a
+    day-long run's task has solved 1.2k/3.2k)."""
+    return [max(m, *(len(row[i]) for row in rows)) for i, m in enumerate(minimum)]
+
+
+def solved_text(s: TaskStats) -> str:
+    return f"{format_count(s.solved)}/{format_count(s.scored)}"
 
 
 class RewardsPanel(Panel):
@@ -54,11 +67,12 @@ class RewardsPanel(Panel):
             counts, labels = reward_bins(rewards)
             top = max(counts) if counts else 0
             label_w = max(len(x) for x in labels) if labels else 1
+            count_w = max([4, *(len(format_count(c)) for c in counts)])  # the counts after the bars
             for count, label in zip(counts, labels, strict=False):
                 line = Text(no_wrap=True)
                 line.append(f"{label:>{label_w}} ", style=p.muted)
-                line.append(bar(count, top, max(4, width - label_w - 6)), style=p.bar)
-                line.append(f" {count}")
+                line.append(bar(count, top, max(4, width - label_w - count_w - 2)), style=p.bar)
+                line.append(f" {format_count(count)}")
                 parts.append(line)
         trend = state.reward_trend()
         if trend:
@@ -74,19 +88,15 @@ class RewardsPanel(Panel):
             parts.append(line)
         room = height - len(parts) - 1
         if state.task_stats and room >= 2:
-            num_w = [4, 5, 5, 6]
+            stats = sorted(state.task_stats.values(), key=lambda s: (-(s.last_step or -1), s.task))[: room - 1]
+            head = ["n", "mean", "last", "solved"]
+            rows = [[format_count(s.trials), _f(s.mean), _f(s.last_mean), solved_text(s)] for s in stats]
+            num_w = fit_widths([head, *rows], [4, 5, 5, 6])
             widths = [max(6, width - sum(num_w) - 4), *num_w]
             right = {1, 2, 3, 4}
-            parts.append(columns(["task", "n", "mean", "last", "solved"], widths, right, style=f"bold {p.muted}"))
-            stats = sorted(state.task_stats.values(), key=lambda s: (-(s.last_step or -1), s.task))
-            for s in stats[: room - 1]:
-                parts.append(
-                    columns(
-                        [one_line(s.task, 40), str(s.trials), _f(s.mean), _f(s.last_mean), f"{s.solved}/{s.scored}"],
-                        widths,
-                        right,
-                    )
-                )
-            if len(stats) > room - 1:
-                parts.append(Text(f"+{len(stats) - room + 1} tasks", style=p.muted))
+            parts.append(columns(["task", *head], widths, right, style=f"bold {p.muted}"))
+            for s, cells in zip(stats, rows, strict=True):
+                parts.append(columns([one_line(s.task, 40), *cells], widths, right))
+            if len(state.task_stats) > len(stats):
+                parts.append(Text(f"+{len(state.task_stats) - len(stats)} tasks", style=p.muted))
         return Group(*parts)

@@ -8,7 +8,14 @@ from rich.text import Text
 
 from tbconsole.enums import TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
-from tbconsole.ui.present import PHASE_LABELS, UNIFORM_FLAGS, format_count, solved_reward, uniform_kind
+from tbconsole.ui.present import (
+    PHASE_LABELS,
+    UNIFORM_FLAGS,
+    format_count,
+    format_reward,
+    solved_reward,
+    uniform_kind,
+)
 from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette
 
@@ -45,7 +52,7 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
             good = t.reward >= 1.0
             mark = "✓" if good else ("◐" if t.reward > 0 else "✗")
             style = p.success if good else (p.warning if t.reward > 0 else p.error)
-            text = Text(f"{mark}{t.reward:g}", style=f"bold {style}")
+            text = Text(f"{mark}{format_reward(t.reward)}", style=f"bold {style}")
             if t.outcome in LIMIT_MARKS:
                 text.append(LIMIT_MARKS[t.outcome], style=p.warning)
             if width - len(text) > len(elapsed):
@@ -57,7 +64,7 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
     phase = PHASE_LABELS.get(t.phase, t.phase)
     elapsed = short_time(t.phase_elapsed(now))
     if t.phase == TrialPhase.AGENT:
-        turns = t.live_turns
+        turns = format_count(t.live_turns)
         if wide:
             text = Text(f"agent {turns}t", style=f"bold {p.primary}")
             if width >= 16:
