@@ -91,3 +91,17 @@ _NEW_DATUM_TEXT = {
     NewDatum.REPEATED: "the agent sent the same conversation again (a retry)",
     NewDatum.CONTEXT_CHANGED: "the renderer renders an earlier message differently once the conversation grows",
 }
+
+
+class SnapshotProblem(StrEnum):
+    """Why a reducer snapshot (``tbconsole.state.snapshot``) was not used: the run's events are
+    then read from the start."""
+
+    MISSING = "missing"  # no snapshot file, or no events file to tie it to
+    DAMAGED = "damaged"  # its header cannot be read
+    FORMAT = "format"  # written in another snapshot format
+    CODE = "code"  # written by another version of the reducer or the model
+    IDENTITY = "identity"  # the events file is another file (device and inode) than the one it covers
+    OFFSET = "offset"  # it covers more bytes than the events file holds
+    EVENTS = "events"  # the events file's bytes before its offset are not those it covered
+    PAYLOAD = "payload"  # the state it holds is cut, altered or cannot be rebuilt

@@ -48,7 +48,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
+
+import orjson
 
 from tbconsole import enums
 
@@ -343,31 +345,149 @@ class LogLine(Event):
 # -- encoding ---------------------------------------------------------------------------------
 
 
-def decode(line: str) -> Event | None:
+def decode(line: str | bytes) -> Event | None:
     """One events.jsonl line → Event, or None for an unknown kind or a damaged line."""
     try:
-        body = json.loads(line)
-    except ValueError:
-        return None
+        body = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # orjson takes strict JSON only; json.dumps (``to_json``) writes NaN and Infinity for such
+        # floats (a diverged loss) and a cut line may hold bad UTF-8: the standard parser decides.
+        try:
+            body = json.loads(line if isinstance(line, str) else line.decode("utf-8", errors="replace"))
+        except ValueError:
+            return None
+    return from_body(body)
+
+
+def from_body(body: Any) -> Event | None:
+    """A decoded line's object → Event, or None for an unknown kind or fields that do not fit
+    (``body`` is consumed)."""
     if not isinstance(body, dict):
         return None
-    cls = _REGISTRY.get(body.get("kind", ""))
+    kind = body.pop("kind", None)
+    cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
     if cls is None:
         return None
-    names = {f.name for f in dataclasses.fields(cls)}
-    try:
-        return cls(**{k: v for k, v in body.items() if k in names})
+    body.pop("v", None)
+    plan = _PLANS.get(cls) or _plan(cls)
+    if body.keys() <= plan.names and plan.required <= body.keys():
+        # The usual line: exactly the class's fields, filled in directly. A frozen dataclass's
+        # __init__ sets each field through object.__setattr__, and with the per-line dict walk it
+        # replaces, that was most of decoding a day-long run (5.0 s of 156k lines → 1.9 s, with
+        # orjson). The names are checked above and the defaults filled here; no event has a
+        # __post_init__.
+        event = object.__new__(cls)
+        for name, factory in plan.factories:
+            if name not in body:
+                body[name] = factory()
+        event.__dict__.update(plan.defaults)
+        event.__dict__.update(body)
+        return event
+    try:  # a newer writer's extra fields are dropped; a missing required field fails
+        return cls(**{k: v for k, v in body.items() if k in plan.names})
     except TypeError:
         return None
 
 
+@dataclass(frozen=True)
+class _Plan:
+    names: frozenset[str]
+    required: frozenset[str]
+    defaults: dict[str, Any]
+    factories: tuple[tuple[str, Callable[[], Any]], ...]
+
+
+_PLANS: dict[type[Event], _Plan] = {}
+
+
+def _plan(cls: type[Event]) -> _Plan:
+    fields = dataclasses.fields(cls)
+    plan = _PLANS[cls] = _Plan(
+        names=frozenset(f.name for f in fields),
+        required=frozenset(
+            f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ),
+        defaults={f.name: f.default for f in fields if f.default is not dataclasses.MISSING},
+        factories=tuple((f.name, f.default_factory) for f in fields if f.default_factory is not dataclasses.MISSING),
+    )
+    return plan
+
+
+def split_events(data: bytes) -> tuple[list[Event], bytes]:
+    """The events of the complete lines in ``data``, and the rest (a line still being written)."""
+    lines = data.split(b"\n")
+    rest = lines.pop()
+    events = [decode(raw) for raw in lines]
+    return [e for e in events if e is not None], rest
+
+
 def read_events(path: Path) -> Iterator[Event]:
     """Every decodable event in an events.jsonl file, in order."""
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         for line in handle:
             event = decode(line)
             if event is not None:
                 yield event
+
+
+class EventsReader:
+    """The whole lines of an events.jsonl from ``offset`` on, as they are appended: each ``read``
+    decodes the lines that came since the last one (a line still being written waits for its
+    newline), so ``offset`` is always at a line's start: the events returned so far are exactly
+    those of the file's first ``offset`` bytes. ``more`` says a read stopped at its limit.
+    Memory: one read's bytes. The one reader of events.jsonl from an offset (attach, the
+    snapshot writer, a live console's backlog)."""
+
+    def __init__(self, path: Path, offset: int = 0):
+        self.path = Path(path)
+        self.offset = offset
+        self.more = False
+        self._handle: BinaryIO | None = None
+
+    def open(self) -> BinaryIO | None:
+        """The file, opened at the first call that finds it (then kept: a reader follows one file,
+        the one it opened, even if the path is later given to another)."""
+        if self._handle is None:
+            try:
+                self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open between reads; close()
+            except FileNotFoundError:
+                return None
+        return self._handle
+
+    def read(self, limit: int = 1 << 20, end: int | None = None) -> list[Event]:
+        """The events of the whole lines in the next ``limit`` bytes (before ``end`` when given);
+        none while the file does not exist."""
+        handle = self.open()
+        if handle is None:
+            self.more = False
+            return []
+        want = limit if end is None else min(limit, end - self.offset)
+        if want <= 0:
+            self.more = False
+            return []
+        while True:
+            handle.seek(self.offset)
+            data = handle.read(want)
+            cut = data.rfind(b"\n") + 1
+            if cut or len(data) < want or (end is not None and self.offset + want >= end):
+                break
+            # One line longer than the limit: read it whole.
+            want = want * 2 if end is None else min(want * 2, end - self.offset)
+        self.more = bool(cut) and len(data) == want  # no whole line: nothing more until it ends
+        events, _ = split_events(data[:cut])
+        self.offset += cut
+        return events
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> EventsReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # "token(?!s)": a proxy or access token is secret; max_tokens (a count) is not.

@@ -2,6 +2,7 @@
 
 import errno
 import json
+import math
 import os
 
 from tbconsole.enums import TrialPhase as Phase
@@ -10,9 +11,12 @@ from tbconsole.events import (
     TRIAL_PHASES,
     ControlChanged,
     EventBus,
+    EventsReader,
     GroupEnded,
+    LogLine,
     RunEnded,
     RunStarted,
+    StepMetrics,
     TrialPhase,
     decode,
     read_events,
@@ -43,6 +47,39 @@ def test_damaged_and_unknown_lines_are_skipped(tmp_path):
     path.write_text("\n".join([good, '{"v": 9, "kind": "from.the.future", "ts": 1}', "[]", good[:20]]) + "\n")
     assert len(list(read_events(path))) == 1
     assert decode('{"kind": "trial.phase", "step": "missing fields"}') is None
+
+
+def test_decoding_takes_what_the_writer_writes_and_what_a_newer_one_adds():
+    nan = StepMetrics(ts=1.0, step=2, metrics={"loss": float("nan"), "lr": 1e-6})
+    assert "NaN" in nan.to_json()  # not strict JSON: read by the standard parser
+    again = decode(nan.to_json())
+    assert isinstance(again, StepMetrics) and again.metrics["lr"] == 1e-6 and math.isnan(again.metrics["loss"])
+    newer = json.loads(LogLine(ts=1.0, level="info", message="hi").to_json()) | {"shown_by": "a newer writer"}
+    assert decode(json.dumps(newer)) == LogLine(ts=1.0, level="info", message="hi")
+    assert decode(b'{"kind":"log","ts":1,"level":"info","message":"cut \xff\xfe"}').message == "cut \ufffd\ufffd"
+    default = decode(
+        '{"kind":"trial.ended","ts":1,"step":0,"group":0,"trial":"t","outcome":"Submitted",'
+        '"scored":true,"reward":1.0,"turns":3,"output_tokens":9,"trial_dir":null,"timings":{}}'
+    )
+    assert default.new_datum == {} and default.datums is None  # defaults of fields an older writer lacked
+    assert decode('{"kind": ["log"], "ts": 1}') is None and decode("7") is None
+
+
+def test_the_reader_takes_whole_lines_from_its_offset(tmp_path):
+    path = tmp_path / "events.jsonl"
+    lines = [LogLine(ts=float(i), level="info", message="x" * (10 * i)).to_json() for i in range(4)]
+    path.write_text("\n".join(lines[:3]) + "\n" + lines[3][:15])  # the last line still being written
+    with EventsReader(path) as reader:
+        assert [e.ts for e in reader.read(limit=8)] == [0.0]  # a line longer than the limit comes whole
+        assert [e.ts for e in reader.read()] == [1.0, 2.0] and not reader.more
+        assert reader.offset == sum(len(line) + 1 for line in lines[:3])
+        with open(path, "a") as handle:
+            handle.write(lines[3][15:] + "\n")
+        assert [e.ts for e in reader.read()] == [3.0] and reader.offset == path.stat().st_size
+    with EventsReader(path, offset=len(lines[0]) + 1) as reader:
+        assert [e.ts for e in reader.read(end=len(lines[0]) + len(lines[1]) + 2)] == [1.0]
+        assert reader.read(end=reader.offset) == [] and not reader.more
+    assert EventsReader(tmp_path / "none").read() == []
 
 
 def test_secrets_are_redacted():

@@ -10,7 +10,8 @@ BENCHMARKS = {
     "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
     "console": (
         "tbconsole.ui.bench",
-        "console: events/s ingested, UI lag, memory, attach's first frame; a 200-turn transcript's first screen",
+        "console: events/s ingested, UI lag, memory, attach's first frame; a 200-turn transcript's first screen; "
+        "--day: all of it on a day-long run",
     ),
     "proxy": (
         "tbconsole.bench.proxy",

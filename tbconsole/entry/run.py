@@ -107,9 +107,15 @@ async def _headless(parsed, prepare, decision_timeout: float | None, detached: b
     from tbconsole.runner import train
     from tbconsole.runner.health import GatewayUnreachable
     from tbconsole.runner.progress import ProgressLog
+    from tbconsole.state.snapshot import SnapshotWriter
 
-    bus, control = open_run(Path(parsed.args.config.log_path))
+    log_path = Path(parsed.args.config.log_path)
+    bus, control = open_run(log_path)
     bus.subscribe(ProgressLog())
+    # A console attaching later reads the snapshot and only the events after it (a thread that
+    # reads events.jsonl like any reader; its errors are logged, never the run's).
+    snapshots = SnapshotWriter(log_path)
+    snapshots.start()
     signals = SignalStop(control, bus.publish)
     try:
         with signals.installed(asyncio.get_running_loop(), detached=detached):
@@ -130,6 +136,7 @@ async def _headless(parsed, prepare, decision_timeout: float | None, detached: b
         return 1
     finally:
         bus.close()
+        snapshots.stop()  # after the last event: the final snapshot covers the whole run
 
 
 def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.Popen:

@@ -105,7 +105,9 @@ class ConsoleApp(App[int]):
         self.work = work
         self.refresh_hz = refresh_hz
         self.drain_budget_s = drain_budget_s
-        self.on_first_frame = on_first_frame
+        self.on_first_frame = on_first_frame  # called once the first frame with the run so far is drawn
+        self._drawn_once = False
+        self._loading = replay_path is not None or hasattr(source, "catch_up")
         self.lease = lease
         self.runner: LeaseView | None = None  # the lease's latest read (None: no lease is watched)
         self.trial_dirs: dict[str, str] = {}
@@ -172,7 +174,10 @@ class ConsoleApp(App[int]):
         elif self.replay_path is not None:
             self.notify("loading the run…", timeout=2)
             self.run_worker(self._load_replay, thread=True, name="load-replay", exit_on_error=False)
-        if self.source is not None:
+        if hasattr(self.source, "catch_up"):  # attached: the run so far first, then what comes
+            self.run_worker(self._catch_up, thread=True, name="catch-up", exit_on_error=False)
+            self.set_timer(0.5, self._still_loading)  # only a run read from its start takes this long
+        elif self.source is not None:
             self.source.start(self.inbox)
         if self.lease is not None:
             self.lease.start()
@@ -195,13 +200,55 @@ class ConsoleApp(App[int]):
         self.redraw()
         self.refresh_bindings()
         self.tick()
+        self._loaded()
+
+    def _catch_up(self) -> None:
+        """The attached run's state so far, built off the UI thread (a snapshot and the events
+        after it: milliseconds; a long run read from its start: seconds) and handed over whole;
+        then the source follows the file from where it stopped."""
+        assert self.source is not None
+        try:
+            state = self.source.catch_up()
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"cannot read the run: {exc}", severity="error", timeout=30)
+            return
+        self.call_from_thread(self._caught_up, state)
+
+    def _caught_up(self, state: RunState) -> None:
+        self.state = state
+        self.source.start(self.inbox)
+        self.redraw()
+        self.refresh_bindings()
+        self.tick()
+        self._loaded()
+
+    def _still_loading(self) -> None:
+        if self._loading:
+            self.notify("reading the run from its start…", timeout=3)
+
+    @property
+    def loading(self) -> bool:
+        """The run as it stood when the console opened is not in the state yet."""
+        return self._loading
 
     def on_ready(self) -> None:
         # Everything built so far (Textual, the screens, the themes) lives as long as the app:
         # keep it out of the collector's full passes, whose pauses grow with it and stall the loop.
         gc.freeze()
-        if self.on_first_frame is not None:
-            self.on_first_frame()
+        self._drawn_once = True
+        if not self._loading:
+            self._first_frame()
+
+    def _loaded(self) -> None:
+        self._loading = False
+        if self._drawn_once:
+            self.call_after_refresh(self._first_frame)  # once the frame showing it is drawn
+
+    def _first_frame(self) -> None:
+        """The first frame that shows the run as it stood when the console opened is drawn."""
+        callback, self.on_first_frame = self.on_first_frame, None
+        if callback is not None:
+            callback()
 
     def on_unmount(self) -> None:
         if self.source is not None:

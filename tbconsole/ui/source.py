@@ -26,9 +26,20 @@ from pathlib import Path
 
 from tbconsole.control import ControlClient, ControlError
 from tbconsole.enums import ControlState, RunStatus
-from tbconsole.events import EVENTS_FILE, BatchStarted, Event, EventBus, GroupStarted, RunEnded, decode
+from tbconsole.events import (
+    EVENTS_FILE,
+    BatchStarted,
+    Event,
+    EventBus,
+    EventsReader,
+    GroupStarted,
+    RunEnded,
+    decode,
+    split_events,
+)
 from tbconsole.lease import LeaseView, RunnerState, read_lease
 from tbconsole.state import RunState, reduce
+from tbconsole.state.snapshot import Restored, restore
 
 
 class Inbox:
@@ -114,20 +125,16 @@ class BusSource:
             inbox.put_many(held or [])
 
     def _read_file(self, inbox: Inbox, path: Path, end: int) -> None:
+        reader = EventsReader(path)
         try:
-            with open(path, "rb") as handle:
-                partial = b""
-                left = end
-                while left > 0 and not self._stop.is_set():
-                    chunk = handle.read(min(left, 1 << 20))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
-                    events, partial = split_events(partial + chunk)
-                    inbox.put_many(events)
+            while reader.offset < end and not self._stop.is_set():
+                inbox.put_many(reader.read(end=end))
+                if not reader.more:
+                    break
         except OSError:
             pass  # the file is the bus's to report; the live events still come
         finally:
+            reader.close()
             self._release(inbox)
 
 
@@ -147,17 +154,28 @@ class ListSource:
 
 
 class TailSource:
-    """Follows ``<log_path>/events.jsonl`` from the start: complete lines only (a line being
-    written is kept until its newline arrives), waits for the file to appear."""
+    """Follows ``<log_path>/events.jsonl``: ``catch_up`` gives the run's state as far as the file
+    goes (its reducer snapshot and the events after it, or every event: ``tbconsole.state.snapshot``),
+    then ``start`` follows it from there: complete lines only (a line being written is kept until
+    its newline arrives), waiting for the file to appear."""
 
     live = True
 
     def __init__(self, log_path: Path, poll_s: float = 0.1):
-        self.path = Path(log_path) / EVENTS_FILE
+        self.log_path = Path(log_path)
+        self.path = self.log_path / EVENTS_FILE
         self.poll_s = poll_s
+        self.reader = EventsReader(self.path)
+        self.restored: Restored | None = None  # what catch_up found
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ended = False  # a RunEnded went by
+
+    def catch_up(self) -> RunState:
+        """The run's state up to the end of its events file now; ``start`` goes on from there.
+        Off the UI thread: a run without a usable snapshot is read from its start."""
+        self.restored = restore(self.log_path)
+        self.reader = self.restored.reader
+        return self.restored.state
 
     def start(self, inbox: Inbox) -> None:
         self._thread = threading.Thread(target=self._run, args=(inbox,), name="tbconsole-tail", daemon=True)
@@ -169,28 +187,13 @@ class TailSource:
             self._thread.join(timeout=2)
 
     def _run(self, inbox: Inbox) -> None:
-        handle = None
-        partial = b""
         try:
             while not self._stop.is_set():
-                if handle is None:
-                    try:
-                        handle = open(self.path, "rb")
-                    except FileNotFoundError:
-                        self._stop.wait(self.poll_s)
-                        continue
-                chunk = handle.read(1 << 20)
-                if not chunk:
+                inbox.put_many(self.reader.read())
+                if not self.reader.more:
                     self._stop.wait(self.poll_s)
-                    continue
-                events, partial = split_events(partial + chunk)
-                for event in events:
-                    if isinstance(event, RunEnded):
-                        self.ended = True
-                    inbox.put(event)
         finally:
-            if handle is not None:
-                handle.close()
+            self.reader.close()
 
 
 class LeaseWatch:
@@ -223,18 +226,21 @@ class LeaseWatch:
                 return
 
 
-def split_events(data: bytes) -> tuple[list[Event], bytes]:
-    """The events of the complete lines in ``data``, and the rest (a line still being written)."""
-    lines = data.split(b"\n")
-    rest = lines.pop()
-    events = [decode(raw.decode("utf-8", errors="replace")) for raw in lines]
-    return [e for e in events if e is not None], rest
-
-
 def read_all(log_path: Path) -> list[Event]:
+    """Every event of a run's file, the last line too even without its newline. Read a slice at
+    a time: a day-long run's file is never in memory whole beside its events."""
     path = Path(log_path) / EVENTS_FILE if Path(log_path).is_dir() else Path(log_path)
-    with open(path, "rb") as handle:
-        events, rest = split_events(handle.read())
+    events: list[Event] = []
+    with EventsReader(path) as reader:
+        while True:
+            events += reader.read(limit=4 << 20)
+            if not reader.more:
+                break
+        handle = reader.open()
+        if handle is None:
+            raise FileNotFoundError(path)
+        handle.seek(reader.offset)
+        rest = handle.read()
     return events + split_events(rest + b"\n")[0]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tbconsole.enums import ControlState, RunStatus, TrialOutcome
@@ -141,12 +141,16 @@ def synthetic_run(
     log_path: str = "/tmp/tbconsole-demo",
     trials_dir: str | None = None,
     captures: SyntheticCaptures | None = None,
+    prompt_step: int = 400,
+    tool_output: Callable[[int], str] | None = None,
 ) -> Iterator[Event]:
     """Yield a run's events in order. ``error_at=(step, group)`` raises an error needing a
     decision in that group (``decision`` None leaves it pending and ends the stream there);
     ``pause_after`` pauses after that step's batch for a while; ``stop_after`` stops cleanly
     after that step; ``end`` False leaves the run unfinished (a live run's file). ``captures``
-    receives each captured turn's text (``text`` False: token-only lines, as older runs wrote)."""
+    receives each captured turn's text (``text`` False: token-only lines, as older runs wrote):
+    ``tool_output(k)`` what the k-th turn's command printed (None: one short line), while each
+    turn's prompt grows by ``prompt_step`` tokens in its ``proxy.request``."""
     rng = random.Random(seed)
     tasks = list(TASKS)
     now = t0
@@ -226,18 +230,20 @@ def synthetic_run(
                         t += rng.uniform(1.0, 6.0)
                         rejected = rng.random() < 0.05
                         otoks = 0 if rejected else rng.randint(40, 600)
-                        ptoks = 0 if rejected else 800 + 400 * k + rng.randint(0, 200)
+                        ptoks = 0 if rejected else 800 + prompt_step * k + rng.randint(0, 200)
                         reply = None
                         messages = None
                         if text and not rejected:
                             reply = REPLIES[k % len(REPLIES)]
                             if hostile and rng.random() < 0.3:
                                 reply = reply + "\n" + HOSTILE[rng.randrange(len(HOSTILE))]
-                            tool_output = (
-                                f"<returncode>0</returncode>\n<output>step {k} output\n"
+                            printed = (
+                                tool_output(k)
+                                if tool_output is not None
+                                else f"<returncode>0</returncode>\n<output>step {k} output\n"
                                 f"{HOSTILE[k % len(HOSTILE)] if hostile else ''}</output>"
                             )
-                            content = f"Task {task}: make the tests pass." if k == 0 else tool_output
+                            content = f"Task {task}: make the tests pass." if k == 0 else printed
                             messages = [{"role": "user", "content": content}]
                             if k == 0:
                                 messages.insert(0, {"role": "system", "content": SYSTEM})

@@ -48,7 +48,7 @@ _TEST_LOG = "\n".join(
 )
 
 
-def _tool_output(k: int) -> str:
+def tool_output(k: int) -> str:
     """What a command printed: mostly short, now and then a long listing or test log."""
     if k % 10 == 9:
         return f"<returncode>1</returncode>\n<output>\n{_TEST_LOG}\n</output>"
@@ -97,7 +97,7 @@ def long_trial_run(log_path: Path, turns: int = 200) -> list[Event]:
     tokens = 0
     for k in range(turns):
         t += 2.0
-        messages = [{"role": "user", "content": _tool_output(k - 1)}] if k else []
+        messages = [{"role": "user", "content": tool_output(k - 1)}] if k else []
         if k == 0:
             messages = [
                 {"role": "system", "content": "You are an agent working in a terminal. " * 40},
