@@ -176,7 +176,7 @@ def _pointed(rng: random.Random, make_one: Callable[[random.Random], tuple[str, 
     files = dict(sorted(files.items()))  # the target is not always the first file written
     # The whole path, as the second command writes it: the tiny model's tokenizer splits
     # "/app/lemon.txt" and a bare "lemon.txt" differently, and with the bare name it often wrote
-    # "/app/app/lemon.txt" or "/app/apple.txt" (it copied 7 of the 20 names mostly wrong).
+    # "/app/app/lemon.txt" or "/app/apple.txt" (7 of 20 names right in at most half the trials).
     files[POINTER] = f"/app/{names[0]}.txt\n"
     return Made(files, made[0][1], target=f"{names[0]}.txt")
 
