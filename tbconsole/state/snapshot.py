@@ -457,8 +457,10 @@ class SnapshotWriter:
             write_snapshot(state, reader)
         except OSError as exc:  # a full disk, say: tried again at the next step
             self.failures += 1
+            # Info, not a warning: the run's log keeps it, but the console's stays for what needs
+            # the user (a full disk is reported once, by the event log that meets it).
             if self.failures == 1:
-                _log.warning("cannot write the reducer snapshot (attach reads more events): %s", exc)
+                _log.info("cannot write the reducer snapshot (attach reads more events): %s", exc)
             return
         self.covered, self._boundary = reader.offset, False
         self.written += 1
