@@ -116,6 +116,12 @@ def test_dead_runners_cgroups_are_removed_wherever_they_are_and_live_ones_stay(r
                 for c in ("memory", "cpu", "")
                 if own.get(c, "/") != "/"
             )
+        # Each runner prints its cgroups as soon as it has started its cgroup's process: that
+        # process is a shell until it execs sleep, so wait for both sleeps (a loaded machine
+        # showed one) before the runner is killed.
+        deadline = time.monotonic() + 30
+        while len(pids_with(f"sleep {MARKER}")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         dead.send_signal(signal.SIGKILL)
         dead.wait()
         # The runner is gone; a process it put in its sandbox's cgroup is still there.
