@@ -8,6 +8,7 @@ from typing import TextIO
 
 from tbconsole import events as ev
 from tbconsole.advisories import Thresholds
+from tbconsole.inert import inert_event
 
 SOLVED_REWARD = Thresholds().solved_reward  # the no-signal advisory's default: reward 1 is solved
 
@@ -34,6 +35,7 @@ class ProgressLog:
             self.lost += 1
 
     def __call__(self, event: ev.Event) -> None:
+        event = inert_event(event)  # a task name or an error message may carry escape codes
         match event:
             case ev.RunStarted():
                 self._print(

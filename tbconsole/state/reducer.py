@@ -39,6 +39,7 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhase,
 )
+from tbconsole.inert import inert_event
 from tbconsole.state.batches import (
     add_log,
     batch_ended,
@@ -57,7 +58,9 @@ from tbconsole.state.model import PANELS, TREND_LEN, Advisory, EvaluationState, 
 
 
 def reduce(state: RunState, event: Event) -> RunState:
-    """Fold one event into the state (in place) and return it."""
+    """Fold one event into the state (in place) and return it. The event's text is made inert
+    first (``tbconsole.inert``): no view can show a control character an event carried."""
+    event = inert_event(event)
     handler = _HANDLERS.get(type(event))
     state.events += 1
     if event.ts is not None and (state.last_ts is None or event.ts > state.last_ts):

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbconsole import enums, events
+from tbconsole import enums, events, inert
 from tbconsole.atomic import write_bytes
 from tbconsole.enums import SnapshotProblem
 from tbconsole.events import BatchStarted, Event, EventsReader, from_body
@@ -82,12 +82,13 @@ class Rejected(Exception):
 @functools.cache
 def code_version() -> str:
     """A hash of the code whose behaviour a snapshot records: the events, their vocabularies, the
-    model, the reducer and this codec. Any change to them, comments included, retires every
-    snapshot written before it: rereading a run once is cheaper than trusting a state that the
-    changed code would not have folded."""
+    model, the reducer (and the inert text it folds), and this codec. Any change to them, comments
+    included, retires every snapshot written before it: rereading a run once is cheaper than
+    trusting a state that the changed code would not have folded."""
     digest = hashlib.sha256()
     try:
-        for source in (enums.__file__, events.__file__, model.__file__, batches.__file__, reducer.__file__, __file__):
+        sources = (enums, events, inert, model, batches, reducer)
+        for source in (*(m.__file__ for m in sources), __file__):
             digest.update(Path(source or "").read_bytes())
     except OSError:  # sources that cannot be read (a zipped install): no snapshot is trusted or written
         return ""

@@ -1,0 +1,225 @@
+"""Every string an event carries is shown inertly, on every screen and in every printed line.
+
+Generated from the event schema: each event kind's text fields (plain strings and the strings
+nested in its lists and dicts) get hostile text appended: escape codes (clear screen, window
+title, hyperlink), Rich/Textual markup (styles, a click action, a link), bidi overrides, bells.
+The same suffix on every string keeps the run's links (trial ids, task names) intact, so the run
+still reads as a run. The console then opens every screen over it, and what reaches the terminal
+is checked: no control character, no markup taken as markup. The summary printed on exit and
+the headless run log are checked alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import typing
+
+import pytest
+from textual.strip import Strip
+
+from tbconsole import events as ev
+from tbconsole.inert import CONTROL
+from tbconsole.lease import RunnerState, read_lease
+from tbconsole.runner.progress import ProgressLog
+from tbconsole.state import reduce_all
+from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.present import exit_summary
+from tbconsole.ui.screens.advisories import AdvisoriesScreen
+from tbconsole.ui.screens.help import HelpScreen
+from tbconsole.ui.screens.log import LogScreen
+from tbconsole.ui.screens.transcript import TranscriptScreen
+from tbconsole.ui.source import ListSource
+from tbconsole.ui.synthcapture import SyntheticCaptures
+from tbconsole.ui.synthetic import synthetic_run
+
+from conftest import wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+MARK = "ZQX"  # shown wherever the hostile text is shown, first, so that a cut cell keeps it
+HOSTILE = (
+    f" {MARK}\x1b[2J\x1b[H\x1b]0;title\x07\x1b]8;;http://evil.example\x1b\\ln\x1b]8;;\x1b\\"
+    "[strike]STK[/strike][@click=app.bell_from_event]CLK[/][link=http://evil.example]LNK[/link]"
+    "\u202eexe.txt\u202c\x9b31m\x08\r"
+)
+HEAD = f"{MARK}\x1b]0;t\x07\x1b[7m\u202e"  # before the value too: a narrow cell shows the start
+# Markup taken as markup would show as a style no view uses (strike), a click action or a link.
+
+
+def hostile(value):
+    """``value`` with hostile text around every string in it."""
+    if isinstance(value, str):
+        return HEAD + value + HOSTILE
+    if isinstance(value, dict):
+        return {hostile(k): hostile(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(hostile(v) for v in value)
+    return value
+
+
+def strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in strings(k) + strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+def text_fields(cls) -> list[str]:
+    """From the schema: the fields whose annotation can hold text (str, enums, containers)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        shown = str(hints[f.name])
+        if not re.fullmatch(r"(<class '(int|float|bool)'>|(int|float|bool) \| None)", shown):
+            out.append(f.name)
+    return out
+
+
+def hostile_event(event: ev.Event) -> ev.Event:
+    return dataclasses.replace(event, **{name: hostile(getattr(event, name)) for name in text_fields(type(event))})
+
+
+EVENT_KINDS = [cls for cls in ev.Event.__subclasses__() if cls.kind]
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    """A synthetic run (errors, advisories, a decision, logs, checkpoints) with every string of
+    every event made hostile, and its capture files (written from the plain events)."""
+    folder = tmp_path_factory.mktemp("hostile")
+    captures = SyntheticCaptures(folder)
+    events = list(
+        synthetic_run(
+            steps=3, groups=2, group_size=2, turns=(3, 5), error_at=(1, 1), log_path=str(folder), captures=captures
+        )
+    )
+    for e in events:
+        if isinstance(e, ev.ProxyRequest):
+            captures.write(e)
+    # What the synthetic run does not raise: advisories (one raised and one cleared, on a trial
+    # of step 1) and log lines of each level.
+    trial = next(e for e in events if isinstance(e, ev.TrialEnded) and e.step == 1)
+    at = events[-1].ts
+    extra = [
+        ev.AdvisoryRaised(
+            ts=at,
+            key="stall:a",
+            rule="stall",
+            severity="warning",
+            message="stalled",
+            threshold="stall_s >= 300",
+            value=301.0,
+            step=1,
+            group=trial.group,
+            trial=trial.trial,
+            metric="time/stall",
+        ),
+        ev.AdvisoryRaised(ts=at, key="stall:b", rule="stall", severity="error", message="gone", threshold="x >= 1"),
+        ev.AdvisoryCleared(ts=at, key="stall:b", message="back"),
+        *(ev.LogLine(ts=at, level=level, message=f"a {level} line") for level in ("info", "warning", "error")),
+    ]
+    events[-1:-1] = extra
+    kinds = {type(e) for e in events}
+    events = [hostile_event(e) for e in events]
+    (folder / "events.jsonl").write_text("".join(e.to_json() + "\n" for e in events))  # for the timeline
+    return folder, events, kinds
+
+
+def test_the_run_carries_every_event_kind_with_text(hostile_run):
+    _, events, kinds = hostile_run
+    # Every kind with a text field is in the run, so the screens below see each one's text.
+    missing = {cls.kind for cls in EVENT_KINDS if text_fields(cls)} - {cls.kind for cls in kinds}
+    assert not missing, f"the synthetic run lacks {sorted(missing)}: add them so they are checked"
+    with_text = [e for e in events if any(strings(getattr(e, name)) for name in text_fields(type(e)))]
+    assert len(with_text) > 0.9 * len(events)
+    assert all(MARK in repr(e) for e in with_text), [e for e in with_text if MARK not in repr(e)][:3]
+
+
+def leaks(strips: list[Strip]) -> list[str]:
+    """What in these strips is not inert: a control character, or markup taken as markup (a
+    style, a click action or a link from event text)."""
+    found = []
+    for strip in strips:
+        line = strip.text
+        if CONTROL.search(line):
+            found.append(f"control character: {line!r}")
+        for segment in strip:
+            style = segment.style
+            if style is not None and (
+                style.strike or "evil" in str(style.link or "") or "from_event" in str(style.meta.get("@click", ""))
+            ):
+                found.append(f"markup from event text applied: {line!r}")
+    return found
+
+
+def screen_strips(app) -> list[Strip]:
+    return app.screen._compositor.render_strips()
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
+    folder, events, _ = hostile_run
+    source = ListSource(events)
+    source.path = folder  # type: ignore[attr-defined]  # the folder the timeline reads, as a followed run's
+    app = ConsoleApp(source=source, clock=lambda: events[-1].ts + 5)
+    seen: dict[str, list[str]] = {}
+
+    async def look(pilot, name: str) -> None:
+        # Each screen shows event text once it has drawn (the timeline reads the file first; at
+        # 80 columns it has no room for names and shows bars only).
+        shows = "timeline step" if name == "timeline" and size[0] < 100 else MARK
+        await wait_for(pilot, lambda: name == "help" or any(shows in s.text for s in screen_strips(app)), timeout=30)
+        seen[name] = leaks(screen_strips(app))
+
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.state.events == len(events) and app.screen.grid.selected_trial(), timeout=60)
+        await pilot.pause()
+        await look(pilot, "main")
+        for key, screen_type, name in (
+            ("l", LogScreen, "log"),
+            ("v", AdvisoriesScreen, "advisories"),
+            ("question_mark", HelpScreen, "help"),
+        ):
+            await pilot.press(key)
+            await wait_for(pilot, lambda t=screen_type: isinstance(app.screen, t))
+            await pilot.pause()
+            await look(pilot, name)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen.id == "main" or type(app.screen).__name__ == "MainScreen")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen))
+        await pilot.pause()
+        await look(pilot, "transcript")
+        await pilot.press("escape")
+        for key, name in (("g", "group"), ("w", "timeline")):
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "MainScreen")
+            await pilot.press(key)
+            await wait_for(pilot, lambda: type(app.screen).__name__ != "MainScreen", timeout=30)
+            await pilot.pause()
+            await look(pilot, name)
+            await pilot.press("escape")
+    bad = {name: found for name, found in seen.items() if found}
+    assert not bad, "\n".join(f"{name}: {line}" for name, found in bad.items() for line in found[:5])
+    assert folder.is_dir()
+
+
+def test_the_exit_summary_and_the_headless_log_are_inert(hostile_run):
+    folder, events, _ = hostile_run
+    state = reduce_all(events)
+    lease = read_lease(folder)
+    assert lease.state is RunnerState.NONE
+    summary = exit_summary(state, lease, folder)
+    assert MARK in summary and not CONTROL.search(summary), repr(summary)
+    out = io.StringIO()
+    log = ProgressLog(out)
+    for e in events:
+        log(e)
+    printed = out.getvalue()
+    assert MARK in printed
+    bad = [line for line in printed.splitlines() if CONTROL.search(line)]
+    assert not bad, bad[:5]
