@@ -5,6 +5,7 @@ wires the run itself."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import math
@@ -203,29 +204,33 @@ def run_train(
 
         print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
         return 0
-    # Before the heavy imports: a dead gateway or a missing key is reported in seconds.
+    # Usage errors first, each before anything is probed; the named gateway is probed beside the
+    # heavy imports (the cookbook, torch: seconds), and reported once the options are known good.
     default_base_url = (extra_defaults or {}).get("config.base_url")
     try:
+        preflight.check_base_url(keys, default_base_url)
         preflight.check_api_key(preflight.last_value(keys, "config.base_url") or default_base_url)
     except preflight.PreflightError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return USAGE_EXIT
-    unreachable = preflight.fast_gateway_check(keys, default_base_url)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gateway-probe") as pool:
+        probed = pool.submit(preflight.fast_gateway_check, keys, default_base_url)
+
+        from tbconsole.engine.registry import register_with_cookbook
+        from tbconsole.lease import Lease, LeaseHeld
+        from tbconsole.runner.options import OptionsError, parse
+
+        register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
+        try:
+            parsed = parse(keys, extra_defaults)
+            preflight.check_disk(Path(parsed.args.config.log_path))  # before the demo writes its files there
+        except (OptionsError, preflight.PreflightError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return USAGE_EXIT
+        unreachable = probed.result()
     if unreachable is not None:
         print(f"error: {unreachable}", file=sys.stderr)
         return 1
-
-    from tbconsole.engine.registry import register_with_cookbook
-    from tbconsole.lease import Lease, LeaseHeld
-    from tbconsole.runner.options import OptionsError, parse
-
-    register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
-    try:
-        parsed = parse(keys, extra_defaults)
-        preflight.check_disk(Path(parsed.args.config.log_path))  # before the demo writes its files there
-    except (OptionsError, preflight.PreflightError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return USAGE_EXIT
     log_path = Path(parsed.args.config.log_path)
     if "config.log_path" not in parsed.explicit:  # the demo's generated one: the runner and a resume need it
         keys = [*keys, f"config.log_path={log_path}"]

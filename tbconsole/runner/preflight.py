@@ -29,12 +29,33 @@ def last_value(keys: list[str], name: str) -> str | None:
     return value
 
 
-def fast_gateway_check(keys: list[str], default_base_url: str | None = None) -> str | None:
-    """Probe an explicitly named gateway (``config.base_url=`` or ``TINKER_BASE_URL``) before
-    anything heavy is imported. Returns an error message, or None when it answers or none was
-    named (the run probes the SDK's default itself)."""
+def named_base_url(keys: list[str], default_base_url: str | None = None) -> str | None:
+    """The gateway the command names (``config.base_url=`` or ``TINKER_BASE_URL``), or None."""
     base_url = last_value(keys, "config.base_url") or default_base_url or os.environ.get("TINKER_BASE_URL")
-    if not base_url or base_url in (EMBEDDED, "None"):
+    return None if not base_url or base_url in (EMBEDDED, "None") else base_url
+
+
+def check_base_url(keys: list[str], default_base_url: str | None = None) -> None:
+    """A gateway address the SDK cannot use is a usage error, said before anything is probed."""
+    base_url = named_base_url(keys, default_base_url)
+    if base_url is None:
+        return
+    scheme, sep, rest = base_url.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise PreflightError(
+            f"config.base_url={base_url} is not an http(s) URL: add http:// "
+            f"(config.base_url=http://{rest if sep else base_url}) or https:// for a TLS gateway."
+        )
+    if not rest.strip("/"):
+        raise PreflightError(f"config.base_url={base_url} names no host: e.g. config.base_url=http://127.0.0.1:8000")
+
+
+def fast_gateway_check(keys: list[str], default_base_url: str | None = None) -> str | None:
+    """Probe an explicitly named gateway (``config.base_url=`` or ``TINKER_BASE_URL``); it needs
+    nothing heavy, so it runs beside the imports. Returns an error message, or None when it
+    answers or none was named (the run probes the SDK's default itself)."""
+    base_url = named_base_url(keys, default_base_url)
+    if base_url is None:
         return None
     from tbconsole.runner.health import probe, unreachable_message
 
