@@ -33,6 +33,10 @@ REMEDY = {
 
 
 class Amplification(Rule):
+    """H0: each trial trains as one datum (trained tokens ≈ its final context, ratio ≤ 1, as in
+    every healthy run of the corpus); a step over ``advise.amplification_max`` × trains turns again
+    and again: warning."""
+
     name = "amplification"
 
     def __init__(self, thresholds: Thresholds):

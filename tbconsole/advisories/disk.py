@@ -27,6 +27,11 @@ FILLING = "growth per step × steps to go > free space"  # the threshold of a ru
 
 
 class Disk(Rule):
+    """H0: the filesystem has room for the rest of the run. Warning under ``advise.disk_warn_mib``
+    or when the run's own growth per step fills it before the last step; error (a person is needed
+    now, or captures and events stop being written) under ``advise.disk_error_mib`` or full within
+    ``advise.disk_steps_left`` steps."""
+
     name = "disk"
 
     def __init__(self, thresholds: Thresholds):

@@ -1,6 +1,11 @@
 """The gateway (the Tinker API the run samples and trains through): gateway-latency (its probes
 answer much slower than they used to), gateway-probes (probes failing in a row) and sdk-retries
-(the SDK retrying requests: the gateway is overloaded or flaky before anything fails)."""
+(the SDK retrying failed requests: the gateway is overloaded or flaky before anything fails).
+
+Null hypotheses: gateway-latency, the probes' latency stays within its own baseline's range (5×
+the median of the run's first probes, and never for less than 500 ms: a local engine's 2 ms
+doubling is no news); gateway-probes, a probe fails now and then (one in a row is allowed); an
+error, the gateway is down and every group in flight with it: a person is needed now."""
 
 from __future__ import annotations
 
@@ -18,6 +23,10 @@ RECENT = 3  # probes that make "now"; the rest of the answered probes are the ba
 
 
 class GatewayLatency(Rule):
+    """Warning: the median of the last 3 probes is ``advise.latency_factor`` × the baseline (the
+    median of the answered probes before them, at least ``advise.latency_baseline_probes``) and
+    over ``advise.latency_floor_ms``."""
+
     name = "gateway-latency"
 
     def __init__(self, thresholds: Thresholds):
@@ -62,6 +71,8 @@ def _band(factor: float) -> int:
 
 
 class GatewayProbes(Rule):
+    """Error (a person is needed now): ``advise.failed_probes`` probes in a row failed."""
+
     name = "gateway-probes"
 
     def __init__(self, thresholds: Thresholds):
@@ -94,19 +105,48 @@ class GatewayProbes(Rule):
         )
 
 
+# What the SDK logs when it sends a request again after a failure (an HTTP status it retries,
+# 408/409/429/5xx, or a connection error; or its retry handler after an exception). Its reason
+# lines ("Retrying due to status code 503") come just before the first and are not counted twice.
+RETRY_AFTER_FAILURE = ("Retrying request to ", "Retrying in ")
+# The long poll: a future not done yet answers "try_again" and the SDK asks again. A healthy
+# engine answers every slow request (a training step, a checkpoint) this way: no failure.
+LONG_POLL = "because of try_again"
+
+
+def is_failure_retry(message: str) -> bool:
+    """A retry after a failed request (counted), not the long poll's "ask again" (not counted)."""
+    return LONG_POLL not in message and message.startswith(RETRY_AFTER_FAILURE)
+
+
 class SdkRetries(Rule):
+    """H0: the gateway answers; a request fails now and then (a dropped connection), as healthy
+    runs show a few times a day at most (the calibration corpus: none). Fires when requests fail
+    and are retried ``advise.sdk_retries`` times within ``advise.sdk_retry_window_s``. The SDK's
+    long-poll retries (``try_again``: the answer is not ready yet) are the engine working, and are
+    not counted; the reason the last failure gave is quoted."""
+
     name = "sdk-retries"
 
     def __init__(self, thresholds: Thresholds):
         super().__init__(thresholds)
         self.retries: deque[float] = deque()
         self.last = ""
+        self.reason = ""
 
     def observe(self, item: Any) -> None:
-        if isinstance(item, SdkRetry):
-            self.retries.append(item.ts)
-            self.last = item.message
-            self.tick(item.ts)
+        if not isinstance(item, SdkRetry):
+            return
+        if LONG_POLL in item.message:
+            return
+        if not is_failure_retry(item.message):
+            if item.message.startswith("Retrying due to") or item.message.startswith("Retrying as"):
+                self.reason = item.message  # why the retry that follows is made
+            return
+        self.retries.append(item.ts)
+        self.last = f"{self.reason}; {item.message}" if self.reason else item.message
+        self.reason = ""
+        self.tick(item.ts)
 
     def tick(self, now: float) -> None:
         t = self.t
@@ -121,8 +161,8 @@ class SdkRetries(Rule):
             return
         self.warn(
             message=(
-                f"the Tinker SDK retried {count} requests in the last {t.sdk_retry_window_s:g} s "
-                f"(last: {self.last[:120]}) — the gateway is overloaded or flaky"
+                f"the Tinker SDK retried {count} failed requests in the last {t.sdk_retry_window_s:g} s "
+                f"(last: {self.last[:160]}) — the gateway is overloaded or flaky"
             ),
             threshold=f"advise.sdk_retries={t.sdk_retries} in advise.sdk_retry_window_s={t.sdk_retry_window_s:g}",
             value=float(count),

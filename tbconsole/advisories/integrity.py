@@ -37,6 +37,10 @@ class Captured:
 
 
 class Captures(Rule):
+    """H0: the proxy's record is whole: every scored trial's capture file holds the turns the proxy
+    reported, each with one log-prob per output token. No noise is allowed here — any difference
+    is a bug, and the run trains on what it cannot vouch for: error."""
+
     name = "captures"
 
     def __init__(self, thresholds: Thresholds):
@@ -111,6 +115,9 @@ class Captures(Rule):
 
 
 class Tokens(Rule):
+    """H0: the training data is what the proxy captured: turns, prompt and reply tokens equal to
+    within ``advise.token_mismatch``. A difference is a renderer, tokenizer or merge bug: error."""
+
     name = "tokens"
 
     METRICS = (

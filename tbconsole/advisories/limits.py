@@ -36,6 +36,10 @@ OUTCOMES = {
 
 
 class Limits(Rule):
+    """H0: a limit is hit now and then (a long task, an unlucky sample). A step where a quarter of
+    the trials (half of the replies, for max_tokens) end at one is the budget, not luck: warning.
+    Healthy demo runs (the calibration corpus) stay far under these shares."""
+
     name = "limits"
 
     def __init__(self, thresholds: Thresholds):

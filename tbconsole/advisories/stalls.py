@@ -106,6 +106,10 @@ class PhaseRule(Rule):
 
 
 class Stalled(PhaseRule):
+    """H0: a trial's phase lasts as long as the run's own finished phases of that kind; a phase
+    lasting over ``advise.stall_factor`` × their median (and over ``advise.stall_floor_s``, after
+    ``advise.stall_min_peers`` of them) is beyond the run's own spread: warning."""
+
     name = "stalled"
 
     def judge(self, trial: str, place: Place, spent: float) -> tuple[str, str] | None:
@@ -124,6 +128,9 @@ class Stalled(PhaseRule):
 
 
 class PastTimeout(PhaseRule):
+    """H0: Harbor ends an agent at its timeout. One still in its agent phase
+    ``advise.timeout_grace_s`` past it is not ended by anything: warning."""
+
     name = "past-timeout"
 
     def __init__(self, thresholds: Thresholds):

@@ -35,9 +35,12 @@ def _t(default, doc: str):
 
 @dataclass(frozen=True)
 class Thresholds:
-    # no-signal: groups whose trials all got the same reward teach nothing (zero advantage).
-    no_signal_share: float = _t(0.5, "a step's share of groups with all rewards equal that raises no-signal")
-    no_signal_steps: int = _t(3, "steps in a row over no_signal_share that make no-signal an error (a trend)")
+    # no-signal: groups whose trials all got the same reward teach nothing (zero advantage). By
+    # chance a group of n all fails with probability (1-p)^n at solve rate p: the rule tests the
+    # run's own counts against that (signal.py states the null hypotheses).
+    no_signal_share: float = _t(0.5, "share of the last no_signal_steps steps' groups all failed that may warn")
+    no_signal_steps: int = _t(5, "steps the no-signal tests look at; that many without any signal is an error")
+    no_signal_p: float = _t(0.01, "no-signal fires only for what chance at the run's solve rate gives less often")
     solved_reward: float = _t(1.0, "a reward at or above this counts as solved (all-solved vs all-failed)")
     # stalled / past-timeout: time-based, checked every few seconds.
     stall_factor: float = _t(3.0, "a phase lasting this many times the run's median for that phase is a stall")
@@ -50,9 +53,14 @@ class Thresholds:
     context_overflow_rate: float = _t(0.25, "share of a step's trials ended SequenceLengthLimitExceeded")
     agent_timeout_rate: float = _t(0.25, "share of a step's trials ended TimeLimitExceeded")
     # training metrics (the cookbook's metrics row of each step).
+    # kl: absolute floors, far above healthy runs (sample-train ~1e-7, policy-base under 0.3).
     kl_max: float = _t(0.01, "sampler↔trainer KL, abs(optim/kl_sample_train_v1), above this")
-    entropy_drop: float = _t(0.3, "entropy below (1 - this) × its highest of the last entropy_steps steps")
-    entropy_steps: int = _t(3, "steps entropy_drop looks back")
+    kl_base_max: float = _t(1.0, "policy↔base KL (kl_policy_base) above this, climbing, reward not rising …")
+    kl_base_steps: int = _t(2, "… in each of this many steps in a row")
+    # entropy: a trend beyond the run's own noise (a rank test), with the reward not rising.
+    entropy_drop: float = _t(0.5, "median entropy of the last entropy_steps steps this share under the steps before")
+    entropy_steps: int = _t(5, "steps in each of the two windows the entropy rule compares")
+    entropy_p: float = _t(0.01, "entropy's fall must be less likely than this by chance (rank test)")
     hack_reward_rise: float = _t(0.1, "reward up by at least this over hack_steps steps …")
     hack_tokens_drop: float = _t(0.5, "… while tokens per reply fell by at least this share")
     hack_steps: int = _t(3, "steps the reward-hacking sign looks back")
@@ -64,7 +72,9 @@ class Thresholds:
     latency_floor_ms: float = _t(500.0, "…and over this many milliseconds")
     latency_baseline_probes: int = _t(5, "answered probes that make the baseline before latency is judged")
     failed_probes: int = _t(2, "failed gateway probes in a row")
-    sdk_retries: int = _t(3, "SDK request retries within sdk_retry_window_s")
+    # sdk-retries: requests that failed and were sent again (the long-poll try_again of a
+    # healthy engine is the SDK asking "done yet?", not a failure, and is not counted).
+    sdk_retries: int = _t(3, "SDK request retries after a failure within sdk_retry_window_s")
     sdk_retry_window_s: float = _t(300.0, "the window sdk_retries counts in")
     # disk: the run folder's filesystem.
     disk_warn_mib: float = _t(2048.0, "free space (MiB) below which disk warns")
@@ -84,11 +94,12 @@ DEFAULTS = Thresholds()
 DOCS = {f.name: f.metadata["doc"] for f in dataclasses.fields(Thresholds)}
 
 _SHARES = ("no_signal_share", "output_limit_rate", "cut_reply_rate", "context_overflow_rate", "agent_timeout_rate")
-_FRACTIONS = ("entropy_drop", "hack_tokens_drop")  # strictly between 0 and 1
+_FRACTIONS = ("entropy_drop", "hack_tokens_drop", "no_signal_p", "entropy_p")  # strictly between 0 and 1
 _COUNTS = (
     "no_signal_steps",
     "stall_min_peers",
     "entropy_steps",
+    "kl_base_steps",
     "hack_steps",
     "latency_baseline_probes",
     "failed_probes",
@@ -97,6 +108,7 @@ _COUNTS = (
 _POSITIVE = (
     "stall_floor_s",
     "kl_max",
+    "kl_base_max",
     "hack_reward_rise",
     "latency_floor_ms",
     "sdk_retry_window_s",

@@ -1,19 +1,23 @@
 """Rules over the cookbook's metrics row of each trained step: kl (the sampler and the trainer
-disagree on the sampled tokens' log-probs), entropy (falling fast: the policy collapsing onto few
-answers) and reward-hacking (reward up while replies get much shorter)."""
+disagree on the sampled tokens' log-probs; the policy runs away from its base), entropy (falling
+beyond its noise while the reward does not rise: the policy collapsing onto few answers) and
+reward-hacking (reward up while replies get much shorter)."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from tbconsole import events as ev
 from tbconsole.advisories.base import Rule
+from tbconsole.advisories.chance import lower_ranks
 from tbconsole.advisories.thresholds import Thresholds
 
 KL = "optim/kl_sample_train_v1"
 ENTROPY = "optim/entropy"
 REWARD = "env/all/reward/total"
 TOKENS_PER_REPLY = "env/all/ac_tokens_per_turn"
+KL_BASE = "kl_policy_base"
 
 
 class MetricsRule(Rule):
@@ -38,9 +42,24 @@ class MetricsRule(Rule):
 
 
 class Kl(MetricsRule):
+    """Two KLs, each against an absolute floor far above what healthy runs show.
+
+    ``kl`` (H0: the sampler and the trainer compute the same log-probs for the sampled tokens, up
+    to float noise, |KL| ~ 1e-7 in the calibration corpus): |``optim/kl_sample_train_v1``| over
+    ``advise.kl_max`` in a step. A renderer, tokenizer or numerics bug, not a learning matter.
+
+    ``kl:policy-base`` (H0: the policy stays near its base while it learns; one step's spike,
+    as a lucky batch gives, is no trend): ``kl_policy_base`` over ``advise.kl_base_max`` in each of
+    the last ``advise.kl_base_steps`` steps, rising over them, while the reward did not rise over
+    them. A learning rate too high walks the policy away from its base with nothing to show."""
+
     name = "kl"
 
     def judge(self, step: int) -> None:
+        self._sample_train(step)
+        self._policy_base(step)
+
+    def _sample_train(self, step: int) -> None:
         value = self.rows[step].get(KL)
         if value is None:
             return
@@ -59,27 +78,86 @@ class Kl(MetricsRule):
             metric=KL,
         )
 
+    def _policy_base(self, step: int) -> None:
+        t, key = self.t, f"{self.name}:policy-base"
+        kls = self.series(KL_BASE, t.kl_base_steps, step)
+        if len(kls) < t.kl_base_steps or kls[-1][0] != step:
+            return
+        values = [v for _, v in kls]
+        rewards = [r for _, r in self.series(REWARD, 2 * t.kl_base_steps, step)]
+        recent, earlier = rewards[-t.kl_base_steps :], rewards[: -t.kl_base_steps]
+        reward_rose = bool(earlier) and _mean(recent) > _mean(earlier)
+        high = all(v > t.kl_base_max for v in values)
+        if not high or values[-1] < values[0] or reward_rose:
+            why = "learning: the reward rose with it" if high and reward_rose else "not climbing"
+            self.release(key, f"step {step}: policy↔base KL {values[-1]:.3g}, {why}")
+            return
+        self.warn(
+            key=key,
+            message=(
+                f"step {step}: the policy's KL from its base rose to {values[-1]:.3g} per token over "
+                f"{len(values)} steps (from {values[0]:.3g}) while the reward did not rise — the updates are "
+                "too large; lower config.learning_rate or raise config.kl_penalty_coef"
+            ),
+            threshold=f"advise.kl_base_max={t.kl_base_max:g} for advise.kl_base_steps={t.kl_base_steps}",
+            value=values[-1],
+            step=step,
+            metric=KL_BASE,
+        )
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
 
 class Entropy(MetricsRule):
+    """H0: entropy moves only by its own step-to-step noise (no trend), or it falls because the
+    policy converges on what earns reward. Fires when the last ``advise.entropy_steps`` steps' entropy
+    ranks below the ``advise.entropy_steps`` before them less likely than ``advise.entropy_p`` by
+    chance (an exact rank test: the run's own noise, at any scale — a tiny policy's 0.01 nats and a
+    large model's 1 nat alike), their median is at least ``advise.entropy_drop`` under the earlier
+    median, and the reward did not rise between the two (falling entropy with rising reward is
+    convergence, not collapse)."""
+
     name = "entropy"
 
     def judge(self, step: int) -> None:
-        earlier = self.series(ENTROPY, self.t.entropy_steps + 1, step)
-        if not earlier or earlier[-1][0] != step or len(earlier) < 2:
+        t = self.t
+        w = t.entropy_steps
+        found = self.series(ENTROPY, 2 * w, step)
+        if len(found) < 2 * w or found[-1][0] != step:
             return
-        now = earlier[-1][1]
-        top_step, top = max(earlier[:-1], key=lambda pair: pair[1])
-        floor = (1 - self.t.entropy_drop) * top
-        if top <= 0 or now >= floor:
-            self.release(self.name, f"step {step}: entropy {now:.3g}, not falling fast")
+        earlier = [v for _, v in found[:w]]
+        recent = [v for _, v in found[w:]]
+        before, now = statistics.median(earlier), statistics.median(recent)
+        rewards = self.series(REWARD, 2 * w, step)
+        reward_before = _mean([r for s, r in rewards if s < found[w][0]])
+        reward_now = _mean([r for s, r in rewards if s >= found[w][0]])
+        drop = 1 - now / before if before > 0 else 0.0
+        if drop < t.entropy_drop:
+            self.release(self.name, f"step {step}: entropy {now:.3g} (median), not falling fast")
+            return
+        if reward_now > reward_before:
+            self.release(
+                self.name,
+                f"step {step}: entropy fell {drop:.0%} while the reward rose "
+                f"{reward_before:.2g}→{reward_now:.2g}: converging",
+            )
+            return
+        pvalue = lower_ranks(recent, earlier)
+        if pvalue >= t.entropy_p:
+            self.release(self.name, f"step {step}: entropy's fall is within its noise ({pvalue:.2g} likely by chance)")
             return
         self.warn(
             message=(
-                f"step {step}: entropy fell to {now:.3g} from {top:.3g} at step {top_step} "
-                f"({1 - now / top:.0%} down) — the policy is collapsing onto few answers; "
-                "a lower learning rate keeps it exploring"
+                f"step {step}: entropy fell to {now:.3g} from {before:.3g} (medians of {w} steps, {drop:.0%} down, "
+                f"{pvalue:.2g} likely by chance) while the reward did not rise ({reward_before:.2g}→{reward_now:.2g}) "
+                "— the policy is collapsing onto few answers; a lower learning rate keeps it exploring"
             ),
-            threshold=f"advise.entropy_drop={self.t.entropy_drop:g}, advise.entropy_steps={self.t.entropy_steps}",
+            threshold=(
+                f"advise.entropy_drop={t.entropy_drop:g}, advise.entropy_p={t.entropy_p:g} "
+                f"over advise.entropy_steps={w}"
+            ),
             value=now,
             step=step,
             metric=ENTROPY,
@@ -87,6 +165,10 @@ class Entropy(MetricsRule):
 
 
 class RewardHacking(MetricsRule):
+    """H0: tokens per reply move with the reward or by their own noise (the corpus: within ±40% of
+    a step's spike). Reward up by ``advise.hack_reward_rise`` over ``advise.hack_steps`` steps while
+    tokens per reply fell by ``advise.hack_tokens_drop`` or more: warning."""
+
     name = "reward-hacking"
 
     def judge(self, step: int) -> None:

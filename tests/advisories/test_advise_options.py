@@ -25,8 +25,8 @@ BASE = [
 
 def test_thresholds_are_options_with_their_defaults():
     assert parse(BASE).args.advise == Thresholds()
-    args = parse([*BASE, "advise.kl_max=0.002", "advise.no_signal_steps=5", "advise.off=disk,sdk-retries"]).args
-    assert (args.advise.kl_max, args.advise.no_signal_steps) == (0.002, 5)
+    args = parse([*BASE, "advise.kl_max=0.002", "advise.no_signal_steps=8", "advise.off=disk,sdk-retries"]).args
+    assert (args.advise.kl_max, args.advise.no_signal_steps) == (0.002, 8)
     assert args.advise.disabled() == {"disk", "sdk-retries"}
 
 
@@ -36,6 +36,9 @@ def test_thresholds_are_options_with_their_defaults():
         ("advise.kl_max=0", "advise.kl_max must be more than 0"),
         ("advise.no_signal_share=1.5", "advise.no_signal_share is a share"),
         ("advise.entropy_drop=1", "advise.entropy_drop is a fraction"),
+        ("advise.no_signal_p=0", "advise.no_signal_p is a fraction"),
+        ("advise.entropy_p=1", "advise.entropy_p is a fraction"),
+        ("advise.kl_base_steps=0", "advise.kl_base_steps must be at least 1"),
         ("advise.stall_factor=0.5", "advise.stall_factor is a factor: at least 1"),
         ("advise.off=disk,nope", "advise.off names unknown rules nope"),
         ("advise.disk_error_mib=4096", "advise.disk_error_mib must not be above advise.disk_warn_mib"),

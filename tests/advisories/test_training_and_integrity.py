@@ -37,12 +37,43 @@ def test_kl_over_its_threshold_fires_and_clears(stream):
     assert raised(replay(stream.items, Thresholds(kl_max=0.1)), "kl") == []
 
 
-def test_entropy_falling_fast_but_not_a_slow_drift(stream):
-    out = _steps(stream, [{ENTROPY: 2.0}, {ENTROPY: 1.9}, {ENTROPY: 1.3}])  # 35% under the best of 3 steps
+def test_entropy_collapsing_while_the_reward_stands_still_fires(stream):
+    rows = [{ENTROPY: 1.0 + 0.01 * (s % 2), REWARD: 0.25} for s in range(5)]
+    rows += [{ENTROPY: 0.4 - 0.05 * s, REWARD: 0.25} for s in range(5)]  # every later value under every earlier
+    out = _steps(stream, rows)
     (advice,) = raised(out, "entropy")
-    assert advice.step == 2 and "fell to 1.3 from 2 at step 0 (35% down)" in advice.message
-    slow = [{ENTROPY: 2.0 - 0.1 * s} for s in range(10)]  # 5% a step: never 30% within 3 steps
-    assert raised(_steps(type(stream)(), slow), "entropy") == []
+    assert (
+        advice.step == 9 and "entropy fell to 0.3 from 1 (medians of 5 steps, 70% down, 0.004 likely" in advice.message
+    )
+    assert advice.threshold == "advise.entropy_drop=0.5, advise.entropy_p=0.01 over advise.entropy_steps=5"
+
+
+def test_entropy_falling_while_the_reward_rises_is_convergence(stream):
+    """The issue's demo: entropy 0.03 → 0.006 while reward 0.25 → 1.0: no alarm."""
+    rows = [{ENTROPY: 0.03 - 0.001 * s, REWARD: 0.25 + 0.05 * s} for s in range(5)]
+    rows += [{ENTROPY: 0.008 - 0.0005 * s, REWARD: 0.75 + 0.05 * s} for s in range(5)]
+    out = _steps(stream, rows)
+    assert raised(out, "entropy") == []
+
+
+def test_entropy_noise_is_no_trend(stream):
+    """Step-to-step swings of a small entropy (0.03 one step, 0.01 the next, as the demo's tiny
+    policy shows) are its noise: the rank test sees no trend."""
+    values = [0.025, 0.032, 0.013, 0.012, 0.025, 0.030, 0.040, 0.011, 0.018, 0.034, 0.010, 0.031]
+    out = _steps(stream, [{ENTROPY: v, REWARD: 0.25} for v in values])
+    assert raised(out, "entropy") == []
+
+
+def test_kl_policy_base_climbing_without_reward_is_a_warning_one_spike_is_not(stream):
+    base = "kl_policy_base"
+    rows = [{base: 0.01, REWARD: 0.5}] * 3 + [{base: 1.5, REWARD: 0.25}, {base: 3.0, REWARD: 0.0}]
+    (advice,) = raised(_steps(stream, rows), "kl")
+    assert advice.key == "kl:policy-base" and advice.step == 4 and advice.metric == base
+    assert "the policy's KL from its base rose to 3 per token over 2 steps (from 1.5)" in advice.message
+    spike = [{base: 0.01, REWARD: 0.5}] * 3 + [{base: 2.0, REWARD: 0.5}, {base: 0.02, REWARD: 0.5}]
+    assert raised(_steps(type(stream)(), spike), "kl") == []
+    learning = [{base: 0.01, REWARD: 0.25}] * 3 + [{base: 1.5, REWARD: 0.5}, {base: 2.0, REWARD: 0.75}]
+    assert raised(_steps(type(stream)(), learning), "kl") == []
 
 
 def test_reward_up_while_replies_collapse_is_flagged_reward_up_with_steady_replies_is_not(stream):

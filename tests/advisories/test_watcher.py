@@ -56,8 +56,8 @@ async def test_advisories_reach_events_jsonl_and_the_headless_log(tmp_path, reco
     written = list(read_events(bus.path))
     assert {e.key for e in raised(written)} == {"no-signal", "limits:cut-replies"}
     log = out.getvalue()
-    assert "advisory warning [no-signal]: step 1: 2 of 2 (100%) groups had no signal (2 all failed)" in log
-    assert "(advise.no_signal_share=0.5)" in log
+    assert "advisory info [no-signal]: step 1: 2 of 2 (100%) groups had no signal (2 all failed)" in log
+    assert "(advise.no_signal_p=0.01)" in log
     assert "rewards [0 0 0 0] (all failed: no signal)" in log  # the group line says which, too
 
 
