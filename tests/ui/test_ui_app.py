@@ -2,6 +2,7 @@
 obeys a real RunControl) or over recorded events."""
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -438,3 +439,71 @@ async def test_x_cancels_the_trial_a_transcript_shows_while_it_runs(finished_eve
         replay.open_transcript(next(iter(replay.state.trials)))
         await wait_for(pilot, lambda: isinstance(replay.screen, TranscriptScreen))
         assert "cancel_trial" not in shown(replay)
+
+
+def footer_text(app) -> str:
+    return app.screen._compositor.render_strips()[-1].text
+
+
+@pytest.mark.parametrize("width", [80, 110, 140])
+async def test_the_footer_shows_the_screens_keys_and_the_runs_at_every_width(width):
+    events = list(synthetic_run(steps=3, end=False, error_at=None, hostile=False))
+    app = ConsoleApp(
+        source=ListSource(events), controls=LocalControls(RunControl(lambda e: None)), clock=lambda: events[-1].ts
+    )
+    async with app.run_test(size=(width, 30)) as pilot:
+        await wait_for(pilot, lambda: app.state.events == len(events) and "p Pause" in footer_text(app))
+        footer = footer_text(app)
+        # The main screen's own keys and the run's, each with its label, none scrolled away.
+        for key in ("⏎ ", "g Group", "f Find", "v Ad", "w Time", "p Pause", "s Stop", "? Help", "q Quit"):
+            assert key in footer, (key, footer)
+        assert ("w Timeline" in footer) == (width >= 130) and ("^p palette" in footer) == (width >= 100)
+        assert ("a Abort" in footer) == (width >= 100)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        first = app.screen.query("HelpTable").first().content.plain
+        for key in ("enter", "g ", "f ", "w ", "k ", "v ", "l ", "x "):
+            assert f"\n{key}" in f"\n{first}" or f" {key}" in first, key
+
+
+async def test_k_opens_the_tokens_of_the_turn_nearest_the_view_from_the_transcripts_bottom(tmp_path):
+    from tbconsole.ui.screens.tokens import TokenScreen
+
+    captures = SyntheticCaptures(tmp_path)
+    trials = tmp_path / "trials"
+    events = list(
+        synthetic_run(
+            steps=1,
+            groups=1,
+            group_size=1,
+            turns=(6, 6),
+            hostile=False,
+            log_path=str(tmp_path),
+            captures=captures,
+            trials_dir=str(trials),
+        )
+    )
+    for e in events:
+        if isinstance(e, ProxyRequest):
+            captures.write(e)
+    # An agent log longer than a page: the transcript's last page holds no turn at all.
+    (trial,) = {e.trial_dir for e in events if isinstance(e, TrialPhase) and e.trial_dir}
+    (Path(trial) / "agent").mkdir(parents=True)
+    (Path(trial) / "agent" / "agent.txt").write_text("".join(f"agent log line {i}\n" for i in range(200)))
+    app = ConsoleApp(source=ListSource(events), clock=lambda: events[-1].ts)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.state.events == len(events) and app.screen.grid.selected_trial())
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen) and len(app.screen.records) == 6)
+        transcript = app.screen
+        # It opens at its bottom, in the agent's log below every turn: k takes the last turn.
+        await wait_for(pilot, lambda: transcript.body.follow and transcript.body.max_scroll_y > 0)
+        await pilot.press("k")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
+        assert app.screen.turn == 5
+        await pilot.press("escape")
+        await pilot.press("home")  # at the top: the first turn
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen) and transcript.body.scroll_y == 0)
+        await pilot.press("k")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
+        assert app.screen.turn == 0

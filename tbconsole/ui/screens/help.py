@@ -29,6 +29,10 @@ KEYS = [
         "stops, its group fails, then abort or retry (asks first)",
     ),
     ("enter", "open the selected trial's transcript"),
+    ("g", "the selected trial's group side by side: its trials' rewards, turns and replies"),
+    ("f", "find a word in the captured turns (this step; ctrl+t: all kept steps)"),
+    ("w", "timeline of the step: each trial's phases and the training on one time axis"),
+    ("k", "(transcript) the turn's tokens with their logprobs (the turn nearest the view)"),
     ("esc", "back"),
     (
         "/",

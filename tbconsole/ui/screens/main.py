@@ -49,10 +49,10 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
-        Binding("g", "group", "Group", show=False),
-        Binding("f", "find", "Find", show=False),
-        Binding("v", "advisories", "Advisories", show=False),
-        Binding("w", "timeline", "Timeline", show=False),
+        Binding("g", "group", "Group"),
+        Binding("f", "find", "Find"),
+        Binding("v", "advisories", "Advisories"),
+        Binding("w", "timeline", "Timeline"),
         Binding("x", "cancel_trial", "Cancel trial", show=False),
     ]
 

@@ -281,11 +281,16 @@ class TranscriptScreen(Screen):
         self._status(palette_of(self.app))
 
     def action_tokens(self) -> None:
-        """The token view of the captured turn at (or nearest below) the top of the view."""
+        """The token view of the captured turn nearest the top of the view (at or below it, else
+        the last above), from anywhere in the transcript; else a notice that says why not."""
         body = self.body
-        turn = next((s.turn for s in body.sections_from(round(body.scroll_y)) if s.turn is not None), None)
+        turn = body.nearest_turn(round(body.scroll_y))
         if turn is None:
-            self.app.notify("no captured turn here to show the tokens of", severity="warning")
+            self.app.notify(
+                "k: this trial has no captured turn: its agent has not called the model (yet), "
+                "or its capture file is gone",
+                severity="warning",
+            )
             return
         try:
             from tbconsole.ui.screens.tokens import TokenScreen

@@ -3,6 +3,11 @@
 Textual's ``Footer`` recomposes on every change of focus or screen, and each new key restyles
 itself twice while it mounts (its ``compact`` starts True, then is bound to False): on a busy
 machine that is tens of milliseconds per key press, for a footer that usually looks the same.
+
+It shows the keys of the screen in focus (the grid's enter, g, f, w, v on the main screen) as well
+as the run's. Below ``WIDE`` columns the labels are one short word, and below ``NARROW`` the keys
+that ``?`` lists first and that are seldom pressed make room (/, a, l, ^p): a key that scrolls out of
+an 80-column footer is a key nobody finds.
 """
 
 from __future__ import annotations
@@ -13,11 +18,31 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 
+WIDE = 130  # columns from which every key has its whole label
+NARROW = 100  # columns below which the seldom-pressed keys stay in `?` only
+SHORT = {  # an action's label below WIDE columns
+    "pause": "Pause",
+    "leave": "Leave",
+    "quit_console": "Quit",
+    "select_cursor": "Trial",
+    "advisories": "Advice",
+    "timeline": "Time",
+    "clear_filter": "Clear",
+    "cancel_trial": "Cancel",
+}
+SELDOM = {"filter", "abort", "log"}  # left out below NARROW columns
+
+
+def footer_width_class(width: int) -> str:
+    return "wide" if width >= WIDE else "short" if width >= NARROW else "narrow"
+
+
 class KeyFooter(Footer):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._composed: tuple | None = None  # the keys on show, as the screen's bindings gave them
         self._rebuilding = False
+        self._width_class = ""
 
     def _keys(self) -> tuple:
         """What ``Footer.compose`` reads from the screen's bindings."""
@@ -31,10 +56,26 @@ class KeyFooter(Footer):
     def compose(self) -> ComposeResult:
         self._rebuilding = False
         self._composed = self._keys() if self._bindings_ready else None
+        self._width_class = footer_width_class(self.app.size.width)
+        # ^p is in `?` too; below NARROW columns its room goes to the run's keys (q above all).
+        self.set_reactive(Footer.show_command_palette, self._width_class != "narrow")
+        shown = 0
         for widget in super().compose():
             if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):  # the bound ones
+                if self._width_class == "narrow" and widget.action in SELDOM:
+                    continue
+                if self._width_class != "wide":
+                    widget.description = SHORT.get(widget.action, widget.description)
                 widget.set_reactive(FooterKey.compact, self.compact)
+                shown += 1
             yield widget
+        if self._bindings_ready:
+            self.styles.grid_size_columns = shown
+
+    def on_resize(self) -> None:
+        if self._width_class and footer_width_class(self.app.size.width) != self._width_class and not self._rebuilding:
+            self._rebuilding = True
+            self.call_after_refresh(self.recompose)
 
     def bindings_changed(self, screen: Screen) -> None:
         # Unlike Textual's, also while the app has no focus (a browser tab, a terminal window in

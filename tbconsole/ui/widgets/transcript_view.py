@@ -137,6 +137,14 @@ class TranscriptView(ScrollView, can_focus=True):
             return []
         return self.sections[self._owner[self._piece_at(y)] :]
 
+    def nearest_turn(self, y: int) -> int | None:
+        """The captured turn at line ``y`` or the first below it; else the last above it (the
+        view opens at its bottom, the agent's log, below every turn). None: no turn at all."""
+        below = next((s.turn for s in self.sections_from(y) if s.turn is not None), None)
+        if below is not None:
+            return below
+        return next((s.turn for s in reversed(self.sections) if s.turn is not None), None)
+
     # -- scrolling and following ---------------------------------------------------------
 
     def _top_anchor(self) -> tuple[Piece, int] | None:

@@ -63,7 +63,7 @@ class TrialsGrid(ScrollView, can_focus=True):
     """
     COMPONENT_CLASSES = {"trialsgrid--header", "trialsgrid--cursor"}
     BINDINGS = [
-        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("enter", "select_cursor", "Transcript"),
         Binding("up", "cursor_up", "Cursor up", show=False),
         Binding("down", "cursor_down", "Cursor down", show=False),
         Binding("left", "cursor_left", "Cursor left", show=False),
