@@ -61,7 +61,43 @@ def fast_gateway_check(keys: list[str], default_base_url: str | None = None) -> 
 
     base_url = base_url.rstrip("/")
     error = asyncio.run(probe(base_url)).error
-    return None if error is None else unreachable_message(base_url, error)
+    if error is not None:
+        return unreachable_message(base_url, error)
+    model = last_value(keys, "config.model_name")
+    served = asyncio.run(served_models(base_url)) if model else None
+    if model and served and model.split(":", 1)[0] not in served:
+        listed = ", ".join(served[:MAX_LISTED]) + (
+            f" and {len(served) - MAX_LISTED} more" if len(served) > MAX_LISTED else ""
+        )
+        return (
+            f"config.model_name={model} is not served by the gateway at {base_url}: it serves {listed}. "
+            f"Name one of those (config.model_name={served[0]}), or start the gateway with that model "
+            f"(local engine: tbconsole engine --model {model})."
+        )
+    return None
+
+
+async def served_models(base_url: str) -> list[str] | None:
+    """The base models the gateway lists (Tinker's get_server_capabilities), or None when it lists
+    none it will tell (an error, another shape): the run's own start then says what is wrong."""
+    import aiohttp
+
+    from tbconsole.runner.health import PROBE_TIMEOUT_SEC
+
+    headers = {"X-API-Key": os.environ.get("TINKER_API_KEY", "")}
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_SEC)) as session:
+            async with session.get(f"{base_url}/api/v1/get_server_capabilities", headers=headers) as response:
+                if response.status != 200:
+                    return None
+                body = await response.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return None
+    models = body.get("supported_models") if isinstance(body, dict) else None
+    if not isinstance(models, list):
+        return None
+    names = [m.get("model_name") for m in models if isinstance(m, dict)]
+    return [n for n in names if isinstance(n, str)] or None
 
 
 def check_api_key(base_url: str | None) -> None:

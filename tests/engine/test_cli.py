@@ -1,4 +1,5 @@
-"""`tbconsole engine` as a process: serves on loopback, answers healthz, stops on SIGINT."""
+"""`tbconsole engine` as a process: serves on loopback, answers healthz, lists its model (a run that
+names another is refused before it starts), stops on SIGINT."""
 
 from __future__ import annotations
 
@@ -38,6 +39,17 @@ def test_cli_serves_and_stops(tmp_path):
         assert httpx.get(f"{url}/api/v1/healthz").json() == {"status": "ok"}
         caps = httpx.get(f"{url}/api/v1/get_server_capabilities").json()
         assert caps["supported_models"][0]["model_name"] == "tbconsole/qwen3-tiny"
+        # A run naming a model this engine does not serve is refused before it starts, by name.
+        run = subprocess.run(
+            [sys.executable, "-m", "tbconsole", "train", f"config.base_url={url}", "config.model_name=Qwen/Qwen3-8B",
+             f"config.log_path={tmp_path / 'run'}", "config.dataset_builder.tasks_dir=/x",
+             "config.learning_rate=1e-4", "config.max_tokens=64", f"harbor.trial_config={tmp_path / 'trial.json'}"],
+            capture_output=True, text=True, env={**env, "TINKER_API_KEY": "tml-local"}, timeout=300,
+        )  # fmt: skip
+        assert run.returncode == 1, run.stderr
+        assert "config.model_name=Qwen/Qwen3-8B is not served" in run.stderr, run.stderr
+        assert "it serves tbconsole/qwen3-tiny" in run.stderr and "Traceback" not in run.stderr
+        assert not (tmp_path / "run").exists()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:
