@@ -42,6 +42,17 @@ def plain(value: object, limit: int | None = None) -> str:
     return CONTROL.sub(_picture, s)
 
 
+# Whole ANSI sequences as programs write them to a terminal: CSI (colours, cursor moves), OSC
+# (title, hyperlink; ended by BEL or ST) and the two-character escapes.
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(value: str) -> str:
+    """``value`` without the escape sequences a program meant for a terminal (a log's colours:
+    litellm's ``\x1b[1;31m``). What is left (a lone ESC, other controls) is still for ``plain``."""
+    return ANSI.sub("", value) if "\x1b" in value else value
+
+
 def one_line(value: object, limit: int = 200) -> str:
     return plain(value, limit).replace("\n", " ⏎ ").replace("\t", " ")
 

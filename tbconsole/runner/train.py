@@ -38,6 +38,7 @@ from tbconsole.events import (
     StepMetrics,
     redact,
 )
+from tbconsole.inert import strip_ansi
 from tbconsole.notify import Notifier
 from tbconsole.runner import health
 from tbconsole.runner.advise import AdvisoryWatcher
@@ -456,25 +457,42 @@ async def _ready(client_or_future: Any) -> Any:
 class _WithoutTraceback(logging.Formatter):
     """A console handler's formatter that writes a record's message but not its traceback (a
     library logging an error with ``exc_info``, e.g. Harbor when a full disk stops a download):
-    the person reads what went wrong; logs.log keeps the traceback."""
+    the person reads what went wrong; logs.log keeps the traceback. Written to anything but a
+    terminal (a file, a pipe), it drops the colour codes libraries put in their lines."""
 
-    def __init__(self, inner: logging.Formatter | None):
+    def __init__(self, inner: logging.Formatter | None, to_terminal: bool):
         super().__init__()
         self._inner = inner or logging.Formatter()
+        self._to_terminal = to_terminal
 
     def format(self, record: logging.LogRecord) -> str:
         bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})
-        return self._inner.format(bare)
+        text = self._inner.format(bare)
+        return text if self._to_terminal else strip_ansi(text)
+
+
+def _not_a_warning(record: logging.LogRecord) -> bool:
+    return record.name != "py.warnings"
 
 
 def _quiet_console_logging() -> None:
     """The cookbook logs every trajectory at INFO to the console; the run's own progress log
-    (or the console UI) is the readable view, and logs.log keeps the full text."""
-    for handler in logging.getLogger().handlers:
-        if not isinstance(handler, logging.FileHandler):
+    (or the console UI) is the readable view, and logs.log keeps the full text. Libraries'
+    Python warnings (the SDK's DEPRECATED notices) go to logs.log only; console handlers of
+    libraries' own loggers (litellm's) are treated like the root's."""
+    logging.captureWarnings(True)
+    loggers = [logging.getLogger()] + [
+        lg for lg in list(logging.Logger.manager.loggerDict.values()) if isinstance(lg, logging.Logger)
+    ]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.FileHandler) or isinstance(handler.formatter, _WithoutTraceback):
+                continue
             handler.setLevel(logging.WARNING)
-            if not isinstance(handler.formatter, _WithoutTraceback):
-                handler.setFormatter(_WithoutTraceback(handler.formatter))
+            stream = getattr(handler, "stream", None)
+            to_terminal = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+            handler.setFormatter(_WithoutTraceback(handler.formatter, to_terminal))
+            handler.addFilter(_not_a_warning)
 
 
 def _plain(obj: Any) -> Any:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tbconsole.capturefile import CaptureRecord, MessageText, ToolCallText
+from tbconsole.inert import strip_ansi
 from tbconsole.state import TrialState, Turn
 from tbconsole.ui.sanitize import one_line, plain
 from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles
@@ -86,8 +87,12 @@ def line(*spans: Span) -> Piece:
     return Piece("text", tuple(spans))
 
 
-def texts(value: str | None, style: str = "", limit: int = TEXT_LIMIT) -> list[Piece]:
-    """A model's or tool's text as pieces of plain text (cut at ``limit`` characters)."""
+def texts(value: str | None, style: str = "", limit: int = TEXT_LIMIT, terminal: bool = False) -> list[Piece]:
+    """A model's or tool's text as pieces of plain text (cut at ``limit`` characters).
+    ``terminal``: a program's output meant for a terminal (an agent's log, the verifier's): its
+    colour and cursor codes are dropped. A model's text keeps them, shown as ␛: it is what the
+    model saw or wrote."""
+    value = strip_ansi(value or "") if terminal else value
     s = plain(value or "", limit).rstrip("\n")  # a file's last newline is no line of its own
     if not s:
         return []
@@ -266,7 +271,7 @@ def verifier_section(t: TrialState | None, files: TrialFiles) -> Section:
     for name, content in (("test-stdout.txt", files.verifier_stdout), ("test-stderr.txt", files.verifier_stderr)):
         if content:
             pieces.append(line((name, "bold muted")))
-            pieces += texts(content)
+            pieces += texts(content, terminal=True)
     if len(pieces) == 1:
         pieces.append(line(("(no verifier output)", "muted")))
     pieces.append(GAP)
@@ -279,7 +284,7 @@ def agent_log_section(files: TrialFiles) -> Section | None:
     pieces = [rule(("agent log", "bold primary"), ("  the agent's own output, its end", "muted"))]
     for name, content in files.agent_logs:
         pieces.append(line((name, "bold muted")))
-        pieces += texts(content)
+        pieces += texts(content, terminal=True)
     pieces.append(GAP)
     return Section("agentlog", coalesce(pieces))
 

@@ -79,6 +79,20 @@ def test_hostile_strings_render_inert(hostile):
     assert "\x1b]" not in raw and "\x1b[2J" not in raw and "\x07" not in raw
 
 
+def test_a_programs_terminal_output_loses_its_codes_and_a_models_text_keeps_them_visible():
+    from tbconsole.ui.transcript_doc import agent_log_section, texts
+    from tbconsole.ui.trialfiles import TrialFiles
+
+    litellm = "\x1b[1;31mProvider List: https://docs.litellm.ai/docs/providers\x1b[0m\n\x1b]0;title\x07done \x1b lone"
+    section = agent_log_section(TrialFiles(trial_dir=None, agent_logs=[("mini-swe-agent.txt", litellm)]))
+    assert section is not None
+    shown = "".join(span for piece in section.pieces for span, _ in piece.spans)
+    assert "Provider List: https://docs.litellm.ai/docs/providers" in shown and "[1;31m" not in shown
+    assert "title" not in shown and "done ␛ lone" in shown  # a lone ESC is no sequence: shown inert
+    model = "".join(span for piece in texts("\x1b[31mred\x1b[0m") for span, _ in piece.spans)
+    assert model == "␛[31mred␛[0m"
+
+
 def test_one_line():
     assert one_line("a\nb\tc", 100) == "a ⏎ b c"
     assert one_line("x" * 500, 10) == "x" * 10 + "…"

@@ -17,7 +17,6 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-
 WIDE = 130  # columns from which every key has its whole label
 NARROW = 100  # columns below which the seldom-pressed keys stay in `?` only
 SHORT = {  # an action's label below WIDE columns
