@@ -321,6 +321,9 @@ class RunState:
     last_evaluation: EvaluationState | None = None  # the newest one that ended
 
     started: float | None = None  # RunStarted ts (of the latest start, when a run was resumed)
+    first_run_id: str | None = None  # the run's identity: its first start's id (a resume gets a new run_id)
+    starts: int = 0  # how many times the run was started in this folder (1 + resumes)
+    earlier_starts_s: float = 0.0  # run time of the starts before the latest (each: start to its last event)
     last_ts: float | None = None  # newest event ts
     ended: float | None = None
     end_status: str | None = None  # a RunStatus value
@@ -378,10 +381,12 @@ class RunState:
         return self.last_completed + 1 if self.last_completed is not None else self.start_step
 
     def elapsed(self, now: float) -> float | None:
+        """The run's time so far, over all its starts: a resumed run goes on from where its earlier
+        starts left off (the gaps between a crash and its resume do not count)."""
         if self.started is None:
             return None
         end = self.ended if self.ended is not None else now
-        return max(0.0, end - self.started)
+        return self.earlier_starts_s + max(0.0, end - self.started)
 
     def step_durations(self) -> list[float]:
         return [

@@ -63,10 +63,10 @@ def reduce(state: RunState, event: Event) -> RunState:
     event = inert_event(event)
     handler = _HANDLERS.get(type(event))
     state.events += 1
+    if handler is not None:
+        handler(state, event)  # before last_ts moves: a second start counts the first up to its last event
     if event.ts is not None and (state.last_ts is None or event.ts > state.last_ts):
         state.last_ts = event.ts
-    if handler is not None:
-        handler(state, event)
     state.mark_changed("header")
     return state
 
@@ -82,6 +82,11 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     # A second start is the run resumed into the same folder: its trends, per-task stats and log
     # go on. Trials of the earlier start that never ended (a crash) are cancelled.
     cancel_unfinished(state, list(state.trials), e.ts)
+    if state.started is not None:  # a resume: the earlier start ran until its end or its last event
+        until = state.ended if state.ended is not None else state.last_ts
+        state.earlier_starts_s += max(0.0, (until or state.started) - state.started)
+    state.starts += 1
+    state.first_run_id = state.first_run_id or e.run_id
     state.run_id = e.run_id
     state.log_path = e.log_path
     state.model_name = e.model_name

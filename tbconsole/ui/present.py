@@ -54,6 +54,17 @@ class MetricRow(NamedTuple):
     keys: tuple[str, ...]  # metric keys in order of preference: the cookbook's names (metrics.jsonl) first
     help: str
     optional: bool = False  # shown only once a run reports it
+    unit: str = ""  # "s": a duration (3m21s); "count": a count (12.3k); "": a plain value
+
+    def shown(self, value: float | None) -> str:
+        """The value as the panel shows it, with its unit."""
+        if value is None:
+            return "–"
+        if self.unit == "s":
+            return format_duration(value)
+        if self.unit == "count":
+            return format_count(value)
+        return format_value(value)
 
 
 METRIC_ROWS: tuple[MetricRow, ...] = (
@@ -93,11 +104,13 @@ METRIC_ROWS: tuple[MetricRow, ...] = (
         "tokens",
         ("env/all/total_ac_tokens", "env/all/ac_tokens_per_turn"),
         "env/all/total_ac_tokens: action (sampled output) tokens the step trained on, all trials.",
+        unit="count",
     ),
     MetricRow(
         "step time",
         ("time/total", "time/step", "time/train"),
-        "time/total: wall-clock seconds of the whole step: sampling the batch (the trials) and training.",
+        "time/total: wall-clock time of the whole step: sampling the batch (the trials) and training.",
+        unit="s",
     ),
     MetricRow(
         "KL ref",

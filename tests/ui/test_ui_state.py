@@ -489,3 +489,35 @@ def test_a_steps_training_cost_comes_from_its_scored_trials_and_forgets_a_retrie
     # The group is retried under new trial names: the first attempt's figures are forgotten.
     reduce(state, GroupStarted(ts=T0, step=0, group=0, task="t", trials=["a2", "b2"], proxy_url=None))
     assert summary.trial_data == {} and trained_line(state, palette) is None
+
+
+def test_a_resumed_run_keeps_one_identity_and_one_clock():
+    from tbconsole.events import RunStarted
+
+    first = list(synthetic_run(steps=3, groups=1, group_size=2, seed=4, stop_after=1, hostile=False))
+    full = list(synthetic_run(steps=3, groups=1, group_size=2, seed=4, hostile=False))
+    gap = 3600.0  # an hour between the stop and the resume: not run time
+    resumed = dataclasses.replace(full[0], run_id="second-id", start_step=2, ts=first[-1].ts + gap)
+    rest = [
+        dataclasses.replace(e, ts=e.ts + gap)
+        for e in full
+        if getattr(e, "step", None) == 2 and not isinstance(e, RunStarted)
+    ]
+    state = reduce_all([*first, resumed, *rest])
+    first_span = first[-1].ts - first[0].ts
+    second_span = state.ended - resumed.ts
+    assert state.elapsed(state.ended + 100) == pytest.approx(first_span + second_span)
+    assert state.first_run_id == first[0].run_id and state.run_id == "second-id" and state.starts == 2
+    # A start that crashed (no run.ended) counts up to its last event.
+    crashed = [e for e in first if not isinstance(e, RunEnded)]
+    state = reduce_all([*crashed, resumed])
+    assert state.elapsed(resumed.ts + 10) == pytest.approx(crashed[-1].ts - crashed[0].ts + 10)
+
+
+def test_metric_rows_carry_their_units():
+    from tbconsole.ui.present import METRIC_ROWS
+
+    rows = {row.label: row for row in METRIC_ROWS}
+    assert rows["step time"].shown(201.0) == "3m21s"
+    assert rows["tokens"].shown(123_456) == "123k"
+    assert rows["entropy"].shown(None) == "–"

@@ -64,8 +64,9 @@ class RunHeader(Static):
         room = width - t.cell_len - status.cell_len - 2
         if room >= 12:
             model = Text(one_line(state.model_name or "–", 60), style="bold")
-            if state.run_id:
-                model.append(f" · {one_line(state.run_id, 30)}", style=p.muted)
+            if state.first_run_id:  # one identity across resumes
+                resumed = f" (resumed ×{state.starts - 1})" if state.starts > 1 else ""
+                model.append(f" · {one_line(state.first_run_id, 30)}{resumed}", style=p.muted)
             model.truncate(room, overflow="ellipsis")
             t.append_text(model)
             t.append("  ")

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from tbconsole.state import RunState
 from tbconsole.ui.plotmath import sparkline
-from tbconsole.ui.present import METRIC_ROWS, format_value
+from tbconsole.ui.present import METRIC_ROWS
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 
@@ -29,7 +29,7 @@ class MetricsPanel(Panel):
                 columns(
                     [
                         Text(row.label, style=p.muted),
-                        format_value(value),
+                        row.shown(value),
                         Text(sparkline(trend, spark_w), style=p.line),
                     ],
                     [10, 9, spark_w],
