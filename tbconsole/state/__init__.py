@@ -23,6 +23,8 @@ from tbconsole.state.model import (
     TaskStats,
     TrialState,
     Turn,
+    family_stats,
+    task_family,
 )
 from tbconsole.state.reducer import reduce, reduce_all
 
@@ -42,6 +44,8 @@ __all__ = [
     "TaskStats",
     "TrialState",
     "Turn",
+    "family_stats",
+    "task_family",
     "clip",
     "reduce",
     "reduce_all",

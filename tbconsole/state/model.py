@@ -8,6 +8,7 @@ is kept for the last ``KEEP_STEPS`` steps, trends and logs are ring buffers.
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,6 +235,15 @@ class StepSummary:
         return max(0.0, end - self.started)
 
 
+FAMILY_SUFFIX = re.compile(r"-\d+$")
+
+
+def task_family(task: str) -> str:
+    """The family a task belongs to by name: its variants are ``<family>-<number>`` (the demo's
+    ``count-errors-003``); any other task is a family of its own."""
+    return FAMILY_SUFFIX.sub("", task) or task
+
+
 @dataclass
 class TaskStats:
     task: str
@@ -247,6 +257,30 @@ class TaskStats:
     @property
     def mean(self) -> float | None:
         return self.reward_sum / self.scored if self.scored else None
+
+
+def family_stats(stats: list[TaskStats]) -> list[TaskStats]:
+    """Per-task stats rolled up by ``task_family``: totals added; ``last_mean`` is the mean over the
+    family's tasks that ran in its latest step (each ran one group of equal size there)."""
+    families: dict[str, list[TaskStats]] = {}
+    for s in stats:
+        families.setdefault(task_family(s.task), []).append(s)
+    out = []
+    for family, members in families.items():
+        last_step = max((m.last_step for m in members if m.last_step is not None), default=None)
+        lasts = [m.last_mean for m in members if m.last_step == last_step and m.last_mean is not None]
+        out.append(
+            TaskStats(
+                task=family,
+                trials=sum(m.trials for m in members),
+                scored=sum(m.scored for m in members),
+                reward_sum=sum(m.reward_sum for m in members),
+                solved=sum(m.solved for m in members),
+                last_mean=sum(lasts) / len(lasts) if lasts else None,
+                last_step=last_step,
+            )
+        )
+    return out
 
 
 @dataclass

@@ -521,3 +521,50 @@ def test_metric_rows_carry_their_units():
     assert rows["step time"].shown(201.0) == "3m21s"
     assert rows["tokens"].shown(123_456) == "123k"
     assert rows["entropy"].shown(None) == "–"
+
+
+def test_variants_roll_up_by_family_and_other_tasks_stay_their_own():
+    from tbconsole.state import TaskStats, family_stats, task_family
+
+    assert task_family("count-errors-003") == "count-errors" and task_family("fix-git") == "fix-git"
+    stats = [
+        TaskStats("count-errors-003", trials=8, scored=8, reward_sum=2.0, solved=2, last_mean=0.25, last_step=4),
+        TaskStats("count-errors-007", trials=4, scored=4, reward_sum=4.0, solved=4, last_mean=1.0, last_step=4),
+        TaskStats("count-errors-011", trials=4, scored=3, reward_sum=0.0, solved=0, last_mean=0.0, last_step=2),
+        TaskStats("fix-git", trials=4, scored=4, reward_sum=1.0, solved=1, last_mean=0.25, last_step=3),
+    ]
+    rolled = {s.task: s for s in family_stats(stats)}
+    family = rolled["count-errors"]
+    assert (family.trials, family.scored, family.solved, family.mean) == (16, 15, 6, 6.0 / 15)
+    assert family.last_step == 4 and family.last_mean == pytest.approx((0.25 + 1.0) / 2)  # only step 4's
+    assert rolled["fix-git"] == stats[-1]
+
+
+async def test_the_rewards_table_shows_families_of_variants():
+    from tbconsole.events import GroupStarted, TrialEnded, TrialPhase
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.source import ListSource
+
+    from conftest import rendered, wait_for
+
+    events = []
+    for e in synthetic_run(steps=4, groups=4, group_size=2, hostile=False, error_at=None):
+        if isinstance(e, (GroupStarted, TrialPhase, TrialEnded)) and getattr(e, "task", None):
+            e = dataclasses.replace(e, task=f"{e.task}-{e.step:03d}")  # a variant per step
+        events.append(e)
+    tasks = {e.task for e in events if isinstance(e, GroupStarted)}
+    families = {t.rsplit("-", 1)[0] for t in tasks}
+    assert len(families) < len(tasks)
+    app = ConsoleApp(source=ListSource(events), clock=lambda: events[-1].ts)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await wait_for(pilot, lambda: app.state.events == len(events) and app.state.task_stats)
+        app.redraw()
+        app.tick()
+        await pilot.pause()
+        table = rendered(app.screen.query_one("#rewards"), 70)
+    rows = table.split("family", 1)[1].splitlines()[1:]
+    shown = [row.split()[0] for row in rows if row.strip() and not row.startswith("+")]
+    assert shown and set(shown) <= families, table  # families, never a variant's own row
+    for family in shown:
+        n = sum(t.rsplit("-", 1)[0] == family for t in tasks)
+        assert (f"{family} ×{n}" if n > 1 else family) in table, table

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Group
 from rich.text import Text
 
-from tbconsole.state import RunState, TaskStats
+from tbconsole.state import RunState, TaskStats, family_stats, task_family
 from tbconsole.ui.plotmath import bar, reward_bins, sparkline
 from tbconsole.ui.present import UNIFORM_WORDS, advises_on, format_count, uniform_groups
 from tbconsole.ui.sanitize import one_line
@@ -34,7 +36,8 @@ class RewardsPanel(Panel):
     HELP = (
         "The newest step's rewards: count per value, mean ± std, groups whose trials all got one reward "
         "(they train nothing: all solved is a learnt task, all failed one out of reach); the mean and std "
-        "over steps; per task: trials, mean, the last step's mean, solved/scored."
+        "over steps; per task (per family when tasks are variants of one: name-003, name-004, … ×N): trials, "
+        "mean, the last step's mean, solved/scored."
     )
 
     def render_state(self, state: RunState, now: float, p: Palette):
@@ -88,15 +91,20 @@ class RewardsPanel(Panel):
             parts.append(line)
         room = height - len(parts) - 1
         if state.task_stats and room >= 2:
-            stats = sorted(state.task_stats.values(), key=lambda s: (-(s.last_step or -1), s.task))[: room - 1]
+            # Variants of one family (count-errors-003, -004, …) roll up into one row each.
+            members = Counter(task_family(t) for t in state.task_stats)
+            by_family = len(members) < len(state.task_stats)
+            every = family_stats(list(state.task_stats.values())) if by_family else list(state.task_stats.values())
+            stats = sorted(every, key=lambda s: (-(s.last_step or -1), s.task))[: room - 1]
             head = ["n", "mean", "last", "solved"]
             rows = [[format_count(s.trials), _f(s.mean), _f(s.last_mean), solved_text(s)] for s in stats]
             num_w = fit_widths([head, *rows], [4, 5, 5, 6])
             widths = [max(6, width - sum(num_w) - 4), *num_w]
             right = {1, 2, 3, 4}
-            parts.append(columns(["task", *head], widths, right, style=f"bold {p.muted}"))
+            parts.append(columns(["family" if by_family else "task", *head], widths, right, style=f"bold {p.muted}"))
             for s, cells in zip(stats, rows, strict=True):
-                parts.append(columns([one_line(s.task, 40), *cells], widths, right))
-            if len(state.task_stats) > len(stats):
-                parts.append(Text(f"+{len(state.task_stats) - len(stats)} tasks", style=p.muted))
+                name = one_line(s.task, 40) + (f" ×{members[s.task]}" if by_family and members[s.task] > 1 else "")
+                parts.append(columns([name, *cells], widths, right))
+            if len(every) > len(stats):
+                parts.append(Text(f"+{len(every) - len(stats)} {'families' if by_family else 'tasks'}", style=p.muted))
         return Group(*parts)
