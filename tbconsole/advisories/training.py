@@ -18,6 +18,9 @@ ENTROPY = "optim/entropy"
 REWARD = "env/all/reward/total"
 TOKENS_PER_REPLY = "env/all/ac_tokens_per_turn"
 KL_BASE = "kl_policy_base"
+# A policy that solves this share of its tasks (of advise.solved_reward) and sharpens further has
+# converged: its entropy may keep falling with the reward flat at the top.
+CONVERGED = 0.9
 
 
 class MetricsRule(Rule):
@@ -117,7 +120,7 @@ class Entropy(MetricsRule):
     chance (an exact rank test: the run's own noise, at any scale — a tiny policy's 0.01 nats and a
     large model's 1 nat alike), their median is at least ``advise.entropy_drop`` under the earlier
     median, and the reward did not rise between the two (falling entropy with rising reward is
-    convergence, not collapse)."""
+    convergence, not collapse) and is not near solved (CONVERGED: a solved policy sharpening)."""
 
     name = "entropy"
 
@@ -137,11 +140,11 @@ class Entropy(MetricsRule):
         if drop < t.entropy_drop:
             self.release(self.name, f"step {step}: entropy {now:.3g} (median), not falling fast")
             return
-        if reward_now > reward_before:
+        if reward_now > reward_before or reward_now >= CONVERGED * t.solved_reward:
             self.release(
                 self.name,
-                f"step {step}: entropy fell {drop:.0%} while the reward rose "
-                f"{reward_before:.2g}→{reward_now:.2g}: converging",
+                f"step {step}: entropy fell {drop:.0%} while the reward rose or stayed high "
+                f"({reward_before:.2g}→{reward_now:.2g}): converging",
             )
             return
         pvalue = lower_ranks(recent, earlier)

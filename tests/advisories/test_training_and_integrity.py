@@ -54,6 +54,9 @@ def test_entropy_falling_while_the_reward_rises_is_convergence(stream):
     rows += [{ENTROPY: 0.008 - 0.0005 * s, REWARD: 0.75 + 0.05 * s} for s in range(5)]
     out = _steps(stream, rows)
     assert raised(out, "entropy") == []
+    # solved and sharpening further: the reward flat at the top is no collapse either
+    solved = [{ENTROPY: 0.01 * 0.8**s, REWARD: 1.0} for s in range(10)]
+    assert raised(_steps(type(stream)(), solved), "entropy") == []
 
 
 def test_entropy_noise_is_no_trend(stream):
