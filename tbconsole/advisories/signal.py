@@ -106,8 +106,10 @@ class NoSignal(Rule):
         earlier_solved = self.solved - sum(self._solved(r) for r in trials)
         earlier_trials = self.trials - len(trials)
         p0 = earlier_solved / earlier_trials if earlier_trials and earlier_solved else None
-        if p0 is None:
+        basis = f"the solve rate {p0:.2g} it had before" if p0 is not None else ""
+        if p0 is None:  # nothing solved yet: the least that gives a group a signal, one trial in n
             p0 = 1 / statistics.median(len(r) for r in groups)
+            basis = f"one solved trial a group, p = {p0:.2g}"
         threshold = f"advise.no_signal_p={t.no_signal_p:g} over advise.no_signal_steps={t.no_signal_steps}"
         if steps >= t.no_signal_steps and failed == len(groups):
             zero = 1.0
@@ -121,7 +123,7 @@ class NoSignal(Rule):
                         message=(
                             f"step {step}: no group of the last {steps} steps had a signal ({len(groups)} groups, "
                             f"{len(trials)} trials, none solved): every update was zero — the run is not learning "
-                            f"(at the solve rate {p0:.2g} it had before: {_chance(zero)}); "
+                            f"(at {basis}: {_chance(zero)} likely); "
                             "look at the tasks' transcripts"
                         ),
                         threshold=threshold,

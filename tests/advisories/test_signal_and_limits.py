@@ -69,7 +69,7 @@ def test_no_signal_in_every_group_for_the_window_is_an_error_a_step_with_signal_
     assert [(e.step, e.severity) for e in signal] == [(0, "info"), (1, "info"), (2, "info"), (3, "info"), (4, "error")]
     error = signal[-1]
     assert "no group of the last 5 steps had a signal (10 groups, 40 trials, none solved)" in error.message
-    assert "at the solve rate 0.25 it had before: <0.1%" in error.message  # the run's start: 1 in a group of 4
+    assert "(at one solved trial a group, p = 0.25: <0.1% likely)" in error.message  # nothing solved yet
     assert error.threshold == "advise.no_signal_p=0.01 over advise.no_signal_steps=5"
     (gone,) = cleared(out, "no-signal")
     assert gone.message == "step 5: every group had a signal"
