@@ -15,6 +15,9 @@ Sources, both in the run's folder and read on demand, one step at a time:
 ``StepReader`` keeps one step in memory (``StepCollector``), never the whole run: it indexes
 where each step's lines begin (a cheap look at each line's head, no JSON decoding) and decodes
 only the chosen step's lines; ``refresh`` reads what was appended since the last call (live).
+The index (``StepOffsets``) outlives the reader: ``StepReader.for_file`` gives the one kept for
+that file, so opening the timeline again reads only the bytes appended since (a day-long run's
+100 MB are indexed once, not at each ``w``).
 ``StepCollector.timeline`` folds what it holds into a ``StepTimeline``; ``shares`` splits the
 step's wall time among what ran at each moment (``Share``).
 
@@ -25,7 +28,10 @@ vocabulary of spans and are read together.)
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -52,6 +58,7 @@ from tbconsole.runfolder import attempt_of
 MAX_TURNS = 2000  # model calls kept per trial (a longer trial's earliest are dropped)
 MAX_TRAINING_ROWS = 8
 READ_CHUNK = 4 << 20  # bytes read per call of ``refresh``: a long run's file is taken in slices
+KEPT_INDEXES = 4  # events files whose step index is kept between readers (a few runs opened in turn)
 
 
 class SpanKind(StrEnum):
@@ -476,58 +483,116 @@ _STEP_KINDS = {
 _EVAL_KINDS = {b"evaluation.started", b"evaluation.ended"}
 
 
+class StepOffsets:
+    """Where each step's lines begin in one events file, as far as it has been read (``offset``,
+    always at a line's start). Shared by the readers of that file, one at a time (``lock``)."""
+
+    def __init__(self, identity: tuple[int, int] | None = None):
+        self.identity = identity  # the file's (device, inode) when it was first read
+        self.first: dict[int, int] = {}  # step → offset of its first line
+        self.trial_steps: set[int] = set()
+        self.steps: list[int] = []  # steps that have trials, in order
+        self.run_ended: float | None = None
+        self.offset = 0
+        self.lock = threading.Lock()
+
+
+_KEPT: OrderedDict[Path, StepOffsets] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def kept_offsets(events: Path) -> StepOffsets:
+    """The index kept for ``events``, or a new one: the file there now must be the one it was
+    read from (same device and inode, no shorter than what was read), else it starts over."""
+    path = Path(events).resolve()
+    try:
+        info = os.stat(path)
+    except OSError:
+        return StepOffsets()
+    identity = (info.st_dev, info.st_ino)
+    with _KEPT_LOCK:
+        index = _KEPT.get(path)
+        if index is None or index.identity != identity or index.offset > info.st_size:
+            index = _KEPT[path] = StepOffsets(identity)
+        _KEPT.move_to_end(path)
+        while len(_KEPT) > KEPT_INDEXES:
+            _KEPT.popitem(last=False)
+        return index
+
+
 class StepReader:
     """One step's timeline out of a run's ``events.jsonl`` (and the cookbook's spans file, when
-    there is one). ``refresh`` reads on from where it stopped; ``select`` picks another step,
-    re-reading the file from where that step's lines begin. Memory: the steps' first offsets and
-    one step's folded events."""
+    there is one). ``refresh`` reads on from where the index stopped; ``select`` picks another
+    step, re-reading the file from where that step's lines begin. Memory: the steps' first
+    offsets and one step's folded events."""
 
-    def __init__(self, events: Path, spans: Path | None = None):
+    def __init__(self, events: Path, spans: Path | None = None, index: StepOffsets | None = None):
         self.events_path = Path(events)
         self.spans_path = spans
-        self.steps: list[int] = []  # steps that have trials, in order
-        self._trial_steps: set[int] = set()
-        self.run_ended: float | None = None
-        self._first: dict[int, int] = {}  # step → offset of its first line
-        self._offset = 0  # how far the index has read (always at a line's start)
+        self.index = index if index is not None else StepOffsets()
+        self._folded = 0  # how far the selected step's lines are folded (the index may be further)
         self._step: int | None = None
         self.collector: StepCollector | None = None
         self._evals_next: StepCollector | None = None  # the evaluation after this step (final one)
         self._spans_offset = 0
 
+    @classmethod
+    def for_file(cls, events: Path, spans: Path | None = None) -> StepReader:
+        """A reader on the index kept for ``events`` (``kept_offsets``)."""
+        return cls(events, spans, kept_offsets(events))
+
     @property
     def step(self) -> int | None:
         return self._step
+
+    @property
+    def steps(self) -> list[int]:
+        return self.index.steps
+
+    @property
+    def run_ended(self) -> float | None:
+        return self.index.run_ended
 
     def select(self, step: int) -> None:
         """Show ``step``: what the index has read so far of it is folded at once."""
         if step == self._step:
             return
-        self._step = step
-        self.collector = StepCollector(step)
-        self._evals_next = StepCollector(step + 1)
-        self._spans_offset = 0
-        start = self._first.get(step)
-        if start is not None:
-            self._fold_range(start, self._offset)
+        with self.index.lock:
+            self._step = step
+            self.collector = StepCollector(step)
+            self._evals_next = StepCollector(step + 1)
+            self._spans_offset = 0
+            start = self.index.first.get(step)
+            if start is not None:
+                self._fold_range(start, self.index.offset)
+            self._folded = self.index.offset
         self._read_spans()
 
     def refresh(self, limit: int = READ_CHUNK) -> bool:
         """Read what was appended (at most ``limit`` bytes). True when there may be more."""
+        with self.index.lock:
+            return self._refresh(limit)
+
+    def _refresh(self, limit: int) -> bool:
+        index = self.index
+        if self._step is not None and self._folded < index.offset:  # another reader indexed them
+            self._fold_range(max(self._folded, index.first.get(self._step, index.offset)), index.offset)
+        self._folded = index.offset
         try:
             with open(self.events_path, "rb") as handle:
-                handle.seek(self._offset)
+                handle.seek(index.offset)
                 data = handle.read(limit)
         except OSError:
             return False
         cut = data.rfind(b"\n") + 1  # whole lines only: a line being written waits for the next call
         if not cut:
             return len(data) == limit
-        pos = self._offset
+        pos = index.offset
         for line in data[:cut].splitlines(keepends=True):
             self._index(line, pos)
             pos += len(line)
-        self._offset += cut
+        index.offset += cut
+        self._folded = index.offset
         self._read_spans()
         return len(data) == limit
 
@@ -540,27 +605,28 @@ class StepReader:
         if self.run_ended is not None:
             until = self.run_ended if until is None else min(until, self.run_ended)
         # The evaluation after the last step (no trials follow it) is shown with that step.
-        after = self._evals_next if self._step + 1 not in self._trial_steps else None
+        after = self._evals_next if self._step + 1 not in self.index.trial_steps else None
         return self.collector.timeline(until, after)
 
     # -- internals -------------------------------------------------------------------------
 
     def _index(self, line: bytes, pos: int) -> None:
+        index = self.index
         head = _HEAD.match(line)
         if head is None:
             ended = _RUN_ENDED.match(line)
             if ended is not None:
-                self.run_ended = float(ended.group(1))
+                index.run_ended = float(ended.group(1))
             return
         kind, number = head.group(1), int(head.group(3))
         step = self._step_of(kind, number)
         if step is None:
             return
-        if kind in _TRIAL_KINDS and step not in self._trial_steps:
-            self._trial_steps.add(step)
-            self.steps = sorted(self._trial_steps)
-        if step not in self._first:
-            self._first[step] = pos
+        if kind in _TRIAL_KINDS and step not in index.trial_steps:
+            index.trial_steps.add(step)
+            index.steps = sorted(index.trial_steps)
+        if step not in index.first:
+            index.first[step] = pos
         self._fold(kind, number, line)
 
     @staticmethod

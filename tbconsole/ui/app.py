@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -47,7 +48,7 @@ from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.timeline import TimelineScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import LeaseWatch, NoControls, Replay, allowed_commands
+from tbconsole.ui.source import FileReplay, LeaseWatch, NoControls, Replay, allowed_commands
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 
 RUN_COMMANDS = {"pause", "resume", "stop", "abort", "decide"}
@@ -82,7 +83,7 @@ class ConsoleApp(App[int]):
         *,
         source=None,
         controls=None,
-        replay: Replay | None = None,
+        replay: Replay | FileReplay | None = None,
         replay_path=None,
         theme: str | None = None,
         clock: Callable[[], float] | None = None,
@@ -99,7 +100,9 @@ class ConsoleApp(App[int]):
         self.source = source
         self.controls = controls or NoControls()
         self.replay = replay
-        self.replay_path = replay_path  # a finished run's events.jsonl, loaded after the first frame
+        self.replay_path = replay_path  # a finished run's events.jsonl, opened after the first frame
+        self._replay_moves: deque[str | int] = deque()  # asked of a FileReplay, made by a worker in order
+        self._seeking = False  # a worker is making them
         self.mode = "replay" if replay is not None or replay_path is not None else mode
         self.clock = clock
         self.work = work
@@ -137,7 +140,7 @@ class ConsoleApp(App[int]):
     def now(self) -> float:
         if self.clock is not None:
             return self.clock()
-        if self.replay is not None or not self.mode_live:
+        if self.replaying or not self.mode_live:
             return self.state.last_ts or 0.0
         if self.runner is not None and runner_over(self.runner):  # time stopped when the runner did
             return max((t for t in (self.state.last_ts, self.runner.ended or self.runner.beat) if t), default=0.0)
@@ -155,7 +158,12 @@ class ConsoleApp(App[int]):
     @property
     def controllable(self) -> bool:
         """Commands can reach a runner: there are controls, this is no replay, the runner lives."""
-        return self.controls.available and self.replay is None and not runner_over(self.runner)
+        return self.controls.available and not self.replaying and not runner_over(self.runner)
+
+    @property
+    def replaying(self) -> bool:
+        """A replay: of events in memory, or of a run's file (opening or open)."""
+        return self.replay is not None or self.replay_path is not None
 
     @property
     def mode_label(self) -> str:
@@ -169,11 +177,11 @@ class ConsoleApp(App[int]):
         for problem in self._theme_problems:
             self.notify(problem, severity="warning")
         if self.replay is not None:
-            self.state = self.replay.seek(len(self.replay.events))
+            self.state = self.replay.seek(self.replay.length)
             self._everything = True
         elif self.replay_path is not None:
-            self.notify("loading the run…", timeout=2)
             self.run_worker(self._load_replay, thread=True, name="load-replay", exit_on_error=False)
+            self.set_timer(0.5, self._still_loading)  # only a run read from its start takes this long
         if hasattr(self.source, "catch_up"):  # attached: the run so far first, then what comes
             self.run_worker(self._catch_up, thread=True, name="catch-up", exit_on_error=False)
             self.set_timer(0.5, self._still_loading)  # only a run read from its start takes this long
@@ -188,19 +196,35 @@ class ConsoleApp(App[int]):
         self.call_after_refresh(self.tick)
 
     def _load_replay(self) -> None:
-        from tbconsole.ui.source import read_all
+        """A finished run's file, off the UI thread: its state at the end first (its reducer
+        snapshot and the events after it: what attaching to a run does), handed over for the
+        first frame; then where its steps start, for the moves (``FileReplay``). None of its
+        events stays in memory."""
+        from tbconsole.ui.source import index_steps, restore_file
 
-        replay = Replay(read_all(self.replay_path))
-        replay.seek(len(replay.events))  # built off the UI thread; handed over whole
+        path = self.replay_path
+        try:
+            state, end = restore_file(path)
+            self.call_from_thread(self._replay_state, state)
+            replay = FileReplay(path, state, index_steps(path, end))
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"cannot read the run: {exc}", severity="error", timeout=30)
+            return
         self.call_from_thread(self._replay_ready, replay)
 
-    def _replay_ready(self, replay: Replay) -> None:
+    def _replay_state(self, state: RunState) -> None:
+        self.state = state
+        self.redraw()
+        self.tick()
+        self._loaded()
+
+    def _replay_ready(self, replay: Replay | FileReplay) -> None:
         self.replay = replay
-        self.state = replay.state
         self.redraw()
         self.refresh_bindings()
         self.tick()
-        self._loaded()
+        if self._replay_moves:  # keys pressed while its steps were being found
+            self._start_seeking()
 
     def _catch_up(self) -> None:
         """The attached run's state so far, built off the UI thread (a snapshot and the events
@@ -344,7 +368,7 @@ class ConsoleApp(App[int]):
         if self._decision_shown is pending:
             return
         self._decision_shown = pending
-        if self.replay is None and not runner_over(self.runner):
+        if not self.replaying and not runner_over(self.runner):
             self.open_decision()
 
     def open_decision(self) -> None:
@@ -377,7 +401,7 @@ class ConsoleApp(App[int]):
         if action in RUN_COMMANDS:
             return action in allowed_commands(self.state, self.controllable)
         if action in REPLAY_ACTIONS:
-            return self.replay is not None
+            return self.replaying
         if action in ("leave", "quit_console"):  # one q: leave while an attached run goes on, else quit
             return (action == "leave") == (self.mode == "attach" and self.run_going)
         return True
@@ -516,7 +540,7 @@ class ConsoleApp(App[int]):
             self._advisory_notified.clear()
         changes = state.advisory_changes_since(self._advisory_seen)
         self._advisory_seen = state.advisory_seq
-        catch_up = self.replay is not None or self.replay_path is not None
+        catch_up = self.replaying
         now = self.now()
         for a in changes:
             if a.cleared is not None or a.severity != "error":
@@ -560,27 +584,74 @@ class ConsoleApp(App[int]):
     # -- replay --------------------------------------------------------------------------------
 
     def replay_seek(self, position: int) -> None:
-        if self.replay is None:
+        self.replay_move(position)
+
+    def replay_move(self, move: str | int) -> None:
+        """Move the replay: ``prev``, ``next``, ``first``, ``last`` or to a position. A replay in
+        memory moves at once; a run's file (``FileReplay``) is folded by a worker, the moves
+        asked meanwhile (or before its steps are found) made after, in order."""
+        replay = self.replay
+        if replay is not None and not replay.lazy:
+            self._show_replay(replay.seek(replay.target(move)))
             return
-        self.state = self.replay.seek(position)
+        if replay is None and self.replay_path is None:
+            return
+        self._replay_moves.append(move)
+        if replay is not None and not self._seeking:
+            self._start_seeking()
+
+    def _start_seeking(self) -> None:
+        self._seeking = True
+        self.run_worker(self._seek_file, thread=True, name="replay-seek", exit_on_error=False)
+        self.set_timer(0.3, self._still_seeking)
+
+    def _still_seeking(self) -> None:
+        if self._seeking:
+            self.notify("moving through the run: reading its events…", timeout=2)
+
+    def _seek_file(self) -> None:
+        """The worker: the moves asked so far, each from where the one before goes; one fold to
+        where they end (the state on view is never folded into: the UI keeps drawing it)."""
+        replay = self.replay
+        assert isinstance(replay, FileReplay)
+        try:
+            while self._replay_moves:
+                at = replay.position
+                while self._replay_moves:
+                    at = replay.target(self._replay_moves.popleft(), at)
+                state = replay.seek(at)
+                self.call_from_thread(self._show_replay, state)
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"cannot read the run: {exc}", severity="error", timeout=10)
+        finally:
+            self.call_from_thread(self._seek_done)
+
+    def _seek_done(self) -> None:
+        self._seeking = False
+        if self._replay_moves:  # asked as the worker finished
+            self._start_seeking()
+
+    def _show_replay(self, state: RunState) -> None:
+        self.state = state
         self.redraw()
         self.tick()
 
+    @property
+    def replay_settled(self) -> bool:
+        """No move of the replay is asked or being made."""
+        return not self._seeking and not self._replay_moves
+
     def action_replay_prev(self) -> None:
-        if self.replay is not None:
-            self.replay_seek(self.replay.previous_mark())
+        self.replay_move("prev")
 
     def action_replay_next(self) -> None:
-        if self.replay is not None:
-            self.replay_seek(self.replay.next_mark())
+        self.replay_move("next")
 
     def action_replay_first(self) -> None:
-        if self.replay is not None:
-            self.replay_seek(self.replay.mark_for_step(0))
+        self.replay_move("first")
 
     def action_replay_last(self) -> None:
-        if self.replay is not None:
-            self.replay_seek(len(self.replay.events))
+        self.replay_move("last")
 
     # -- the command palette ---------------------------------------------------------------------
 

@@ -112,11 +112,12 @@ def attach_app(log_path: Path, theme: str | None):
 
 def closing_summary(app, log_path: Path) -> str:
     """The summary printed when ``app`` (attached, or a replay) has closed: the whole run's state
-    and a fresh read of its runner's lease."""
+    (a replay's at its end, wherever it was moved to: kept, not read again) and a fresh read of
+    its runner's lease."""
     from tbconsole.lease import read_lease
     from tbconsole.ui.present import exit_summary
 
-    state = app.replay.seek(len(app.replay.events)) if app.replay is not None else app.state
+    state = app.replay.final_state() if app.replay is not None else app.state
     return exit_summary(state, read_lease(log_path), log_path)
 
 
@@ -154,9 +155,10 @@ def _is_loopback(host: str) -> bool:
 
 
 def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> int:
-    """Replay the whole run headless, then export the screen as it stands (SVG)."""
+    """Open the run as a replay does (at its end: its snapshot and the events after it),
+    headless, then export the screen as it stands (SVG)."""
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import Replay, read_all
+    from tbconsole.ui.source import FileReplay
 
     try:
         cols, rows = (int(n) for n in size.lower().split("x"))
@@ -165,7 +167,7 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
         return 2
 
     async def shoot() -> str:
-        app = ConsoleApp(replay=Replay(read_all(events_file)), theme=theme)
+        app = ConsoleApp(replay=FileReplay.open(events_file), theme=theme)
         async with app.run_test(size=(cols, rows)) as pilot:
             await pilot.pause(0.5)
             return app.export_screenshot(title=f"tbconsole · {events_file.parent.name}")

@@ -7,6 +7,9 @@ panels that changed. Nothing here blocks the UI.
 - ``BusSource``: a live run in this process: its events.jsonl so far, then ``EventBus.subscribe``.
 - ``TailSource``: another process's ``events.jsonl``, followed as it grows (a thread).
 - ``Replay``: a finished run's events in memory, with a position that moves through time.
+- ``FileReplay``: the same moves over a finished run's ``events.jsonl``, never whole in memory:
+  it opens at the end (the reducer snapshot and the events after it) and folds the file again
+  from a kept state when it moves.
 - ``LeaseWatch``: whether another process's runner is still alive (its lease), read by a thread.
 
 Controls: ``LocalControls`` calls a ``RunControl`` on the runner's loop (directly when the
@@ -18,10 +21,13 @@ thread); ``FileControls`` drops commands into the run's control inbox (``Control
 from __future__ import annotations
 
 import asyncio
+import bisect
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.control import ControlClient, ControlError
@@ -39,7 +45,8 @@ from tbconsole.events import (
 )
 from tbconsole.lease import LeaseView, RunnerState, read_lease
 from tbconsole.state import RunState, reduce
-from tbconsole.state.snapshot import Restored, restore
+from tbconsole.state.snapshot import Restored, encode, restore
+from tbconsole.state.snapshot import decode as decode_state
 
 
 class Inbox:
@@ -273,20 +280,74 @@ def step_marks(events: list[Event]) -> list[int]:
     return marks
 
 
-class Replay:
+class _Moves:
+    """Step-wise moves over ``marks`` (positions where batches start), shared by both replays:
+    each takes ``at`` (a move asked while another is still being made goes on from where that
+    one goes) and defaults to the position."""
+
+    marks: list[int]
+    position: int
+    state: RunState
+
+    @property
+    def length(self) -> int:
+        raise NotImplementedError
+
+    def step_index(self) -> int:
+        """How many batch starts are at or before the position (0 before the first batch)."""
+        return bisect.bisect_left(self.marks, self.position)
+
+    def next_mark(self, at: int | None = None) -> int:
+        at = self.position if at is None else at
+        i = bisect.bisect_right(self.marks, at)
+        return self.marks[i] if i < len(self.marks) else self.length
+
+    def previous_mark(self, at: int | None = None) -> int:
+        at = self.position if at is None else at
+        i = bisect.bisect_left(self.marks, at)
+        return self.marks[i - 1] if i else 0
+
+    def mark_for_step(self, index: int) -> int:
+        """Position at the end of the index-th batch (0 = before the first one)."""
+        if index <= 0:
+            return self.marks[0] if self.marks else 0
+        if index >= len(self.marks):
+            return self.length
+        return self.marks[index]
+
+    def target(self, move: str | int, at: int | None = None) -> int:
+        """Where a move (``prev``, ``next``, ``first``, ``last``, or a position) goes from ``at``."""
+        if move == "prev":
+            return self.previous_mark(at)
+        if move == "next":
+            return self.next_mark(at)
+        if move == "first":
+            return self.mark_for_step(0)
+        if move == "last":
+            return self.length
+        return max(0, min(self.length, int(move)))
+
+
+class Replay(_Moves):
     """A finished run in memory; ``seek(i)`` gives the state after the first ``i`` events.
 
     Forward moves fold the events in between; backward moves rebuild from the start (fast
     enough: the reducer folds ~100k events/s). ``marks`` are the positions where batches start,
-    for step-wise moves."""
+    for step-wise moves. For lists already in memory (a synthetic run, tests, benchmarks); a
+    run's file is replayed by ``FileReplay``."""
 
     live = False
+    lazy = False  # seek is quick: made on the UI thread
 
     def __init__(self, events: list[Event]):
         self.events = events
         self.marks = step_marks(events)
         self.position = 0
         self.state = RunState()
+
+    @property
+    def length(self) -> int:
+        return len(self.events)
 
     def seek(self, position: int) -> RunState:
         position = max(0, min(len(self.events), position))
@@ -298,27 +359,196 @@ class Replay:
         self.position = position
         return self.state
 
-    def step_index(self) -> int:
-        """How many batch starts are at or before the position (0 before the first batch)."""
-        return sum(1 for m in self.marks if m < self.position)
+    def final_state(self) -> RunState:
+        return self.seek(len(self.events))
 
-    def next_mark(self) -> int:
-        for m in self.marks:
-            if m > self.position:
-                return m
-        return len(self.events)
 
-    def previous_mark(self) -> int:
-        before = [m for m in self.marks if m < self.position]
-        return before[-1] if before else 0
+# -- a finished run's file, replayed without keeping its events --------------------------------
 
-    def mark_for_step(self, index: int) -> int:
-        """Position at the end of the index-th batch (0 = before the first one)."""
-        if index <= 0:
-            return self.marks[0] if self.marks else 0
-        if index >= len(self.marks):
-            return len(self.events)
-        return self.marks[index]
+# Where a step starts: a batch.started line, or a group.started one (a runner that sends no
+# batch.started). The writer puts v, kind, ts, then the event's fields, step first for both;
+# inside a JSON string a quote is escaped, so the kind's text is found only at a line's head.
+_START_KINDS = (b'"kind":"batch.started"', b'"kind":"group.started"')
+_START_HEAD = re.compile(rb'\{"v":\d+,"kind":"(?:batch|group)\.started","ts":[-+0-9.eE]+,"step":(-?\d+)')
+INDEX_CHUNK = 4 << 20
+
+
+@dataclass
+class StepIndex:
+    """Where each step starts in an events file, found without decoding a line (a day-long
+    run's 100 MB: a fraction of a second): positions count lines, as ``Replay`` counts events."""
+
+    marks: list[int]  # line numbers where steps start, as ``step_marks`` finds them
+    offsets: list[int]  # the byte offset of each of those lines
+    lines: int  # whole lines in the first ``end`` bytes
+    end: int
+
+
+def index_steps(path: Path, end: int, chunk: int = INDEX_CHUNK) -> StepIndex:
+    """The steps' starts among the whole lines of ``path``'s first ``end`` bytes."""
+    marks: list[int] = []
+    offsets: list[int] = []
+    seen: set[int] = set()
+    lines = offset = 0
+    with open(path, "rb") as handle:
+        while offset < end:
+            data = handle.read(min(chunk, end - offset))
+            cut = data.rfind(b"\n") + 1
+            if not cut:
+                if len(data) < min(chunk, end - offset):
+                    break  # the file ends in a line without its newline
+                chunk *= 2  # one line longer than a chunk: read it whole
+                handle.seek(offset)
+                continue
+            data = data[:cut]
+            counted = 0
+            for at, step in _line_starts(data):
+                lines += data.count(b"\n", counted, at)
+                counted = at
+                if step not in seen:
+                    seen.add(step)
+                    marks.append(lines)
+                    offsets.append(offset + at)
+            lines += data.count(b"\n", counted)
+            offset += cut
+            handle.seek(offset)
+    return StepIndex(marks, offsets, lines, offset)
+
+
+def _line_starts(data: bytes) -> list[tuple[int, int]]:
+    """(offset of the line, its step) of each step-starting line in ``data``, in order."""
+    found: list[tuple[int, int]] = []
+    for kind in _START_KINDS:
+        at = data.find(kind)
+        while at != -1:
+            head = data.rfind(b"\n", 0, at) + 1
+            match = _START_HEAD.match(data, head)
+            if match is not None and match.end() > at:
+                found.append((head, int(match.group(1))))
+            at = data.find(kind, at + 1)
+    return sorted(found)
+
+
+def fold_file(path: Path, state: RunState, start: int, end: int | None = None) -> int:
+    """Fold the events of ``path``'s whole lines from byte ``start`` (a line's start) to ``end``
+    (None: the file's end) into ``state``; returns where they ended."""
+    with EventsReader(path, start) as reader:
+        while end is None or reader.offset < end:
+            for event in reader.read(end=end):
+                reduce(state, event)
+            if not reader.more:
+                break
+        return reader.offset
+
+
+def restore_file(path: Path) -> tuple[RunState, int]:
+    """A finished run's state at the end of its file and how many bytes that is: from the run's
+    reducer snapshot and the events after it (``restore``: it writes one after a long read from
+    the start), or, for an events file under another name, from every event."""
+    path = Path(path)
+    if path.name != EVENTS_FILE:
+        state = RunState()
+        return state, fold_file(path, state, 0)
+    restored = restore(path.parent)
+    restored.reader.close()
+    return restored.state, restored.reader.offset
+
+
+class FileReplay(_Moves):
+    """A finished run replayed from its events file: the moves of ``Replay`` (positions count
+    the file's lines), with no event kept in memory.
+
+    It opens at the end with the state ``restore_file`` gives (the snapshot: milliseconds).
+    ``seek`` folds the file from the nearest state it has at or before the target: the one on
+    view when moving forward (copied: the UI keeps drawing it meanwhile), else one of the states
+    kept, encoded as snapshots are (under 1 MB each), at every few steps it has passed and at the
+    end. So going back costs a few steps' events, not the run's. ``seek`` takes a while on a long
+    run: call it off the UI thread (``lazy``), one call at a time."""
+
+    live = False
+    lazy = True
+    KEPT_STATES = 16  # states kept along the run, besides the end's
+
+    def __init__(self, path: Path, state: RunState, index: StepIndex):
+        self.path = Path(path)
+        self.state = state
+        self.marks = index.marks
+        self._offsets = index.offsets
+        self._lines = index.lines
+        self.position = index.lines
+        self._offset = index.end
+        self._stride = max(1, -(-len(self.marks) // self.KEPT_STATES))
+        self._kept: dict[int, tuple[int, bytes]] = {index.lines: (index.end, encode(state))}
+
+    @classmethod
+    def open(cls, path: Path) -> FileReplay:
+        state, end = restore_file(path)
+        return cls(path, state, index_steps(path, end))
+
+    @property
+    def length(self) -> int:
+        return self._lines
+
+    @property
+    def events(self) -> range:
+        """The positions of its events (their count, for what draws a replay's place)."""
+        return range(self._lines)
+
+    def final_state(self) -> RunState:
+        """The state at the end, whatever the position (the kept copy: no reading)."""
+        if self.position == self._lines:
+            return self.state
+        return decode_state(self._kept[self._lines][1])
+
+    def seek(self, position: int) -> RunState:
+        position = max(0, min(self._lines, position))
+        if position == self.position:
+            return self.state
+        at, offset, state = self._base(position)
+        for i in range(bisect.bisect_right(self.marks, at), bisect.bisect_right(self.marks, position)):
+            if i % self._stride == 0:  # passing a step to keep a state at
+                fold_file(self.path, state, offset, self._offsets[i])
+                at, offset = self.marks[i], self._offsets[i]
+                self._kept[at] = (offset, encode(state))
+        end = self._offset_of(position, at, offset)
+        fold_file(self.path, state, offset, end)
+        self.state, self.position, self._offset = state, position, end
+        return state
+
+    def _base(self, position: int) -> tuple[int, int, RunState]:
+        """The nearest state at or before ``position``, as a new object: (its position, its
+        offset, the state)."""
+        kept = max((p for p in self._kept if p <= position), default=None)
+        if self.position <= position and (kept is None or kept < self.position):
+            return self.position, self._offset, decode_state(encode(self.state))
+        if kept is None:
+            return 0, 0, RunState()
+        offset, payload = self._kept[kept]
+        return kept, offset, decode_state(payload)
+
+    def _offset_of(self, position: int, at: int, offset: int) -> int:
+        """The byte offset of line ``position``, counting lines on from line ``at`` (at ``offset``)."""
+        if position == self._lines:
+            return self._kept[self._lines][0]
+        i = bisect.bisect_left(self.marks, position)
+        if i < len(self.marks) and self.marks[i] == position:
+            return self._offsets[i]
+        if i and self.marks[i - 1] > at:
+            at, offset = self.marks[i - 1], self._offsets[i - 1]
+        with open(self.path, "rb") as handle:
+            handle.seek(offset)
+            while at < position:
+                data = handle.read(INDEX_CHUNK)
+                if not data:
+                    break
+                cut = 0
+                while at < position:
+                    found = data.find(b"\n", cut)
+                    if found == -1:
+                        break
+                    cut, at = found + 1, at + 1
+                offset += cut if at == position else len(data)
+        return offset
 
 
 # -- controls -------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ rows after them, and the share of the step's wall time each kind of work took.
 
 It reads the run's ``events.jsonl`` (and the cookbook's ``timing_spans.jsonl``) itself, one step
 at a time (``tbconsole.timeline``), off the UI thread; while the run goes on it reads on once a
-second. ``[`` / ``]`` move between steps.
+second. Where the steps begin is kept between opens: opening it again reads only what the file
+gained since. ``[`` / ``]`` move between steps.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ class TimelineScreen(Screen):
     def __init__(self, step: int | None, events: Path, spans: Path | None = None):
         super().__init__()
         self.step = step
-        self.reader = StepReader(events, spans)
+        self.reader = StepReader.for_file(events, spans)  # the index kept from the last open, read on
         self.timeline: StepTimeline | None = None
         self.steps: list[int] = []
         self._lock = threading.Lock()  # the reader is used by one worker at a time
