@@ -8,6 +8,8 @@ import pytest
 
 from tbconsole import offline
 
+from tests_support import IN_CI, missing
+
 offline.apply_embedded_defaults()
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,17 +25,6 @@ def sandbox_problem() -> str | None:
     except SandboxUnavailable as exc:
         return str(exc)
     return None
-
-
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def missing(what: str, fix: str) -> None:
-    """A prerequisite is missing: skip on a developer's machine, fail in CI (``CI=true``), where
-    a skip would hide a failure, saying how to provide it."""
-    if IN_CI:
-        pytest.fail(f"{what} (CI=true: prerequisites must be present). {fix}", pytrace=False)
-    pytest.skip(what)
 
 
 SANDBOX_FIX = "Run the tests as root on Linux with user namespaces and overlayfs (see README, The local sandbox)."

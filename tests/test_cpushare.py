@@ -4,15 +4,15 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import pytest
-
 from tbconsole.cpushare import RUNNER_SESSION_NICE, SANDBOX_SESSION_NICE, lower_session_weight, nice_weight
 from tbconsole.sandbox import limits
+
+from tests_support import missing
 
 
 def test_a_session_and_its_children_run_at_the_lower_weight():
     if not Path("/proc/self/autogroup").exists():
-        pytest.skip("this kernel has no autogroups: nothing to lower")
+        missing("this kernel has no autogroups: nothing to lower", "Use a kernel with CONFIG_SCHED_AUTOGROUP.")
     leader = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)
     try:
         lower_session_weight(leader.pid, RUNNER_SESSION_NICE)
@@ -43,7 +43,7 @@ def test_a_sandbox_cgroup_with_the_cpu_controller_is_weighed_as_its_session_woul
     it must get the same lower weight, or eight busy agents each weigh as much as the console."""
     made, note = limits.create(f"weight-{uuid.uuid4().hex[:8]}", memory_mb=None, cpus=1)
     if made is None:
-        pytest.skip(f"no cgroups here: {note}")
+        missing(f"no cgroups here: {note}", "Run the tests as root with cgroup v2 mounted.")
     try:
         expected = {  # v2's cpu.weight is 100 at nice 0, v1's cpu.shares 1024
             "cpu.weight": round(nice_weight(SANDBOX_SESSION_NICE) * 100 / 1024),

@@ -12,19 +12,21 @@ import pytest
 from tbconsole.diskspace import RUN_NEED_BYTES, DiskSpaceError, FolderSize, check_free, free_bytes, human, run_size
 from tbconsole.runfolder import RunFolder
 
+from tests_support import missing
+
 
 @pytest.fixture
 def small_fs(tmp_path):
     """A 4 MiB tmpfs, unmounted after the test; skipped where mounting is not allowed."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        missing("mounting a tmpfs needs root", "Run the tests as root.")
     where = tmp_path / "fs"
     where.mkdir()
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True, text=True
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+        missing(f"cannot mount a tmpfs: {done.stderr.strip()}", "Run the tests as root.")
     yield where
     if subprocess.run(["umount", str(where)]).returncode != 0:
         subprocess.run(["umount", "-l", str(where)], check=True)

@@ -1,6 +1,26 @@
 """Small helpers shared by tests."""
 
+import os
 from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing(what: str, fix: str) -> None:
+    """A prerequisite is missing: skip on a developer's machine, fail in CI (``CI=true``), where
+    a skip would hide a failure, saying how to provide it."""
+    if IN_CI:
+        pytest.fail(f"{what} (CI=true: prerequisites must be present). {fix}", pytrace=False)
+    pytest.skip(what)
+
+
+def need_tmux() -> None:
+    import shutil
+
+    if shutil.which("tmux") is None:
+        missing("tmux is not installed", "Install it: apt-get install tmux.")
 
 
 def pids_with(marker: str) -> list[int]:

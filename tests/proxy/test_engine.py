@@ -10,8 +10,6 @@ import pytest
 from tbconsole.proxy import CaptureProxy, read_capture
 from tbconsole.proxy.render import full_render
 
-pytest.importorskip("tbconsole.engine.embedded")
-
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):

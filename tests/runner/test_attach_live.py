@@ -2,7 +2,6 @@
 pauses the run after its batch, `p` again resumes it."""
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -12,11 +11,14 @@ import pytest
 
 from tbconsole.events import ControlChanged, read_events
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
-]
+from tests_support import need_tmux
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _tmux_present():
+    need_tmux()
 
 
 def _screen(name: str) -> str:
@@ -81,7 +83,7 @@ def test_attach_pauses_and_resumes_a_real_run(tmp_path):
             ],
             check=True,
         )
-        _wait_screen(name, "Pause after batch", 30)
+        _wait_screen(name, "p Pause", 30)
         subprocess.run(["tmux", "send-keys", "-t", name, "p"], check=True)
         _wait_screen(name, "PAUSED", 300)  # the run finished and trained its batch, then stopped
         assert _states(log)[-2:] == ["pausing", "paused"]

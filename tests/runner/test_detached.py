@@ -5,7 +5,6 @@ console; one runner per folder; a runner killed with SIGKILL reads as gone at on
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from tbconsole.events import read_events
 from tbconsole.lease import RunnerState, read_lease
 from tbconsole.runfolder import RunFolder
 
-from tests_support import pids_with
+from tests_support import need_tmux, pids_with
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -113,8 +112,8 @@ def python(*args: str) -> str:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_the_run_outlives_its_consoles_and_an_attached_console_stops_it(tmp_path, sandbox_root):
+    need_tmux()
     log = tmp_path / "run"
     tmux = Tmux(demo_env(sandbox_root))
     runner_pid = None

@@ -16,6 +16,7 @@ from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
 
 from healthz_server import healthz_server
+from tests_support import missing
 
 SMALL = [
     "config.dataset_builder.groups_per_batch=1",
@@ -217,7 +218,7 @@ def tmpfs(tmp_path):
         where = tmp_path / f"disk{len(mounted)}"
         where.mkdir()
         if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]).returncode:
-            pytest.skip("cannot mount a tmpfs here")
+            missing("cannot mount a tmpfs here", "Run the tests as root.")
         mounted.append(where)
         return where
 

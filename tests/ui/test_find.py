@@ -26,6 +26,7 @@ from tbconsole.ui.transcript_search import (
 )
 
 from conftest import T_FIXED, wait_for
+from tests_support import missing
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -105,7 +106,9 @@ def first_command_word(folder, state):
                 words = [w for w in call["arguments"].replace('"', " ").split() if w.isalpha() and len(w) > 2]
                 if words:
                     return words[1] if len(words) > 1 else words[0]
-    pytest.skip("no tool call in this recorded run's current step")
+    missing(
+        "no tool call in this recorded run's current step", "Record the demo run again (tests/ui/make_fixtures.py)."
+    )
 
 
 @pytest.mark.root

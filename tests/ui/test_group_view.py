@@ -33,6 +33,7 @@ from tbconsole.ui.source import Replay
 from tbconsole.ui.trialfiles import TokenDecoder
 
 from conftest import FIXTURES, T_FIXED, wait_for
+from tests_support import missing
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -189,7 +190,7 @@ async def test_group_view_of_a_real_run_shows_where_its_trials_diverge(demo_run)
             await settle(pilot)
             g, expected = diverging_group(app.state, folder)
         if g is None:
-            pytest.skip("no group of this recorded run diverged")
+            missing("no group of this recorded run diverged", "Record the demo run again (tests/ui/make_fixtures.py).")
         main = app.screen
         assert isinstance(main, MainScreen)
         row = [x.group for x in app.state.batch_groups()].index(g.group)

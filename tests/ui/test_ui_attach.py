@@ -2,7 +2,6 @@
 of a run going on in another process (the synthetic runner of `python -m tbconsole.ui.cli
 demo-events`, which obeys a real RunControl through its control inbox)."""
 
-import shutil
 import subprocess
 import sys
 import time
@@ -14,8 +13,14 @@ from tbconsole.events import ControlChanged, read_events
 from tbconsole.ui.synthetic import record_run
 
 from conftest import FIXTURES
+from tests_support import need_tmux
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(autouse=True)
+def _tmux_present():
+    need_tmux()
 
 
 class Tmux:
@@ -84,7 +89,7 @@ def test_attach_controls_a_run_in_another_process(tmux_sessions, tmp_path):
     viewer = Tmux(f"{sys.executable} -m tbconsole.ui.cli attach {log_path}")
     tmux_sessions.append(viewer)
     screen = viewer.wait_for("attached")
-    viewer.wait_for("Pause after batch")
+    viewer.wait_for("p Pause")
     viewer.keys("p")
     viewer.wait_for("PAUSING AFTER BATCH")
     runner.wait_for("PAUSING AFTER BATCH")  # the run itself got it

@@ -20,6 +20,8 @@ from tbconsole.ui.trialfiles import (
     read_capture_outputs,
 )
 
+from tests_support import missing
+
 # -- plots ----------------------------------------------------------------------------------
 
 
@@ -225,7 +227,7 @@ def test_token_decoder_decodes_one_token_at_a_time():
 def test_token_decoder_uses_a_tokenizer_when_there_is_one():
     decoder = TokenDecoder.for_model("no-such/model")
     if not decoder.available:
-        pytest.skip("no tokenizer.json found (engine assets missing)")
+        missing("no tokenizer.json found (engine assets missing)", "Reinstall: make setup.")
     text = "hello world, again"
     ids = decoder._tok.encode(text, add_special_tokens=False).ids
     assert len(ids) > 1 and "".join(decoder.piece(i) for i in ids) == text

@@ -124,7 +124,7 @@ def test_a_browser_shows_the_live_console_and_p_sends_pause(live_run, web_consol
             page.route("**/static/js/textual.js", expose_terminal)
             page.goto(web_console)
             assert exposed == [1], "textual.js changed: find where it opens its xterm.js Terminal"
-            _wait_for_screen(page, "gateway", "trials", "Pause after batch")
+            _wait_for_screen(page, "gateway", "trials", "Pause")
             page.focus("textarea.xterm-helper-textarea")  # xterm.js reads keys from here
             page.keyboard.press("p")
             deadline = time.monotonic() + 15
