@@ -21,6 +21,7 @@ controls away. ``q`` there only leaves the console: the run goes on.
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -103,6 +104,7 @@ class ConsoleApp(App[int]):
         self.replay_path = replay_path  # a finished run's events.jsonl, opened after the first frame
         self._replay_moves: deque[str | int] = deque()  # asked of a FileReplay, made by a worker in order
         self._seeking = False  # a worker is making them
+        self._seek_notice = False  # the notice that one is under way is armed
         self.mode = "replay" if replay is not None or replay_path is not None else mode
         self.clock = clock
         self.work = work
@@ -110,6 +112,7 @@ class ConsoleApp(App[int]):
         self.drain_budget_s = drain_budget_s
         self.on_first_frame = on_first_frame  # called once the first frame with the run so far is drawn
         self._drawn_once = False
+        self._first_drawn = threading.Event()  # the first frame with the run so far is drawn
         self._loading = replay_path is not None or hasattr(source, "catch_up")
         self.lease = lease
         self.runner: LeaseView | None = None  # the lease's latest read (None: no lease is watched)
@@ -206,6 +209,7 @@ class ConsoleApp(App[int]):
         try:
             state, end = restore_file(path)
             self.call_from_thread(self._replay_state, state)
+            self._first_drawn.wait(timeout=5.0)  # the index waits: the first frame needs the CPU more
             replay = FileReplay(path, state, index_steps(path, end))
         except OSError as exc:
             self.call_from_thread(self.notify, f"cannot read the run: {exc}", severity="error", timeout=30)
@@ -270,6 +274,7 @@ class ConsoleApp(App[int]):
 
     def _first_frame(self) -> None:
         """The first frame that shows the run as it stood when the console opened is drawn."""
+        self._first_drawn.set()
         callback, self.on_first_frame = self.on_first_frame, None
         if callback is not None:
             callback()
@@ -603,11 +608,17 @@ class ConsoleApp(App[int]):
     def _start_seeking(self) -> None:
         self._seeking = True
         self.run_worker(self._seek_file, thread=True, name="replay-seek", exit_on_error=False)
-        self.set_timer(0.3, self._still_seeking)
+        if not self._seek_notice:
+            self._seek_notice = True
+            self.set_timer(0.3, self._still_seeking)
 
     def _still_seeking(self) -> None:
+        """A notice for as long as a move takes (the first move back on a long run folds it from
+        its start: seconds), renewed before it fades."""
+        self._seek_notice = self._seeking
         if self._seeking:
-            self.notify("moving through the run: reading its events…", timeout=2)
+            self.notify("moving through the run: reading its events…", timeout=2.5)
+            self.set_timer(2.0, self._still_seeking)
 
     def _seek_file(self) -> None:
         """The worker: the moves asked so far, each from where the one before goes; one fold to

@@ -12,7 +12,9 @@ Figures, on both runs, through a real `tbconsole attach` on a pseudo-terminal (`
 attach's first frame (the first that shows the run as it stood; wall and CPU time), the console's
 memory (peak RSS to that frame, and RSS after the keys), key-to-frame latency (the ``--live``
 key cycle, plus find across all kept steps and the timeline of the step), and, in a replay of
-the same folder (a finished run's path), its first frame, its memory and opening a step-0 trial.
+the same folder (`attach --replay`, the path a finished run takes: it opens at the end from the
+snapshot as attach does and keeps no event in memory), its first frame, its memory, ``{ ]`` to
+step 0 (a fold of the file's first step, in a worker) and opening a step-0 trial.
 
 Targets (issue 21): first frame ≤ 1 s and memory ≤ 200 MB on the day run, on 2 idle cores.
 """
@@ -77,7 +79,8 @@ DAY_CYCLE: Keys = [
     ("w timeline", b"w", TIMELINE, None),
     ("esc from timeline", ESCAPE, MAIN, TIMELINE),
 ]
-# A replay (`attach --replay`): to the first step, then a step-0 trial's transcript, again and again.
+# A replay (`attach --replay`): to the first step (the file folded from its start to step 0's end),
+# then a step-0 trial's transcript, again and again.
 REPLAY_FIRST: Keys = [("{ ] to step 0", b"{]", re.compile(r"trials · step 0\b"), None)]
 REPLAY_CYCLE: Keys = [
     ("enter a step-0 trial", b"\r", re.compile(r"step 0 · group \d+ · trial \d+"), None),
@@ -259,7 +262,7 @@ def run_day_bench(folder: Path | None, cycles: int) -> bool:
     missed = sum(s is None for v in d.keys.values() for s in v)
     for label, *_ in DAY_CYCLE:
         print(_row(f"  {label} (p50)", _p50(d.keys[label]), _p50(o.keys[label]), "ms"))
-    print("  replay of the same folder (`attach --replay`: a finished run's path)")
+    print("  replay of the same folder (`attach --replay`: a finished run's path, from the snapshot)")
     print(_row("  first frame", d.replay_first.seconds, o.replay_first.seconds, "s"))
     print(_row("  memory at first frame (peak RSS)", d.replay_first.peak_mb, o.replay_first.peak_mb, "MB"))
     print(_row("  memory after the keys (RSS)", d.replay_rss_mb, o.replay_rss_mb, "MB"))

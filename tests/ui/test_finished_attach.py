@@ -4,6 +4,8 @@ through the steps (`[ ] { }`) by folding the file again: each move gives the sta
 of the events before it gives. The summary printed on closing is the run's end, wherever the
 replay was. And `w` keeps its index of the steps between opens."""
 
+import threading
+
 import pytest
 
 from tbconsole.events import BatchStarted, Event, EventsReader
@@ -184,3 +186,29 @@ def test_timeline_index_is_kept_and_read_on(tmp_path):
         fresh.select(step)
         second.select(step)
         assert second.timeline() == fresh.timeline()
+
+
+async def test_a_long_move_shows_a_notice_and_the_console_keeps_answering(tmp_path, monkeypatch):
+    log_path = tmp_path / "run"
+    events = finished_run(log_path)
+    release = threading.Event()
+    real_seek = FileReplay.seek
+
+    def slow_seek(replay, position):  # a long run's fold: held until the test lets it go
+        release.wait(WAIT_S)
+        return real_seek(replay, position)
+
+    monkeypatch.setattr(FileReplay, "seek", slow_seek)
+    app = ConsoleApp(replay_path=RunFolder(log_path).events)
+    async with app.run_test(size=(120, 36)) as pilot:
+        replay = await open_finished(pilot, app)
+        await pilot.press("left_square_bracket")
+        notices = lambda: [n.message for n in app._notifications]  # noqa: E731
+        await wait_for(pilot, lambda: any("moving through the run" in m for m in notices()), WAIT_S)
+        assert app.state is replay.state and replay.position == len(events)  # the end, on view meanwhile
+        await pilot.press("question_mark")  # keys are answered meanwhile
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen", WAIT_S)
+        release.set()
+        await wait_for(pilot, lambda: app.replay_settled, WAIT_S)
+        assert replay.position == step_marks(events)[-1]
+        assert encode(app.state) == encode(reduce_all(events[: replay.position]))
