@@ -137,15 +137,11 @@ def test_a_failing_or_hanging_command_never_holds_the_run_and_is_logged_once(tmp
     bus = EventBus(tmp_path)
     notifier = Notifier(command, tmp_path, lambda m: bus.publish(LogLine(level="warning", message=m)), timeout_s=0.5)
     bus.subscribe(notifier)
-    began = time.monotonic()
     for step in range(3):
         bus.publish(RunEnded(status=RunStatus.DONE, step=step, message=None))
-    assert time.monotonic() - began < 0.2, "publishing waited for the command"
-    notifier.close(timeout_s=10)
-    took = time.monotonic() - began
+    notifier.close(timeout_s=30)
     bus.close()
     assert notifier.failures == 3 and notifier.sent == 0
-    assert took < 5, f"{took:.1f} s"
     logs = [e.message for e in read_events(tmp_path / "events.jsonl") if isinstance(e, LogLine)]
     assert len(logs) == 1 and problem in logs[0] and "not affected" in logs[0], logs
 
@@ -194,3 +190,19 @@ def test_the_console_bell_rings_for_live_events_that_need_someone():
     inbox.put(advisory(AdvisorySeverity.ERROR))
     assert inbox.take_ring()
     assert inbox.drain(RunState()) == 11  # every event still reaches the state
+
+
+def test_publishing_never_waits_for_the_command(tmp_path):
+    # The command blocks until the test lets it go: publishing returns while it is still blocked.
+    gate = tmp_path / "go"
+    command = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    bus = EventBus(tmp_path)
+    notifier = Notifier(command, tmp_path, lambda m: bus.publish(LogLine(level="warning", message=m)), timeout_s=60)
+    bus.subscribe(notifier)
+    for step in range(3):
+        bus.publish(RunEnded(status=RunStatus.DONE, step=step, message=None))
+    assert notifier.sent == 0 and notifier.failures == 0  # all three published, none delivered yet
+    gate.touch()
+    notifier.close(timeout_s=60)
+    bus.close()
+    assert notifier.sent == 3 and notifier.failures == 0

@@ -162,10 +162,9 @@ async def test_other_trials_are_answered_while_a_long_prompt_renders(tokenizer, 
 
             slow = asyncio.create_task(call(big, "word " * 1_000_000))  # 5 MB
             assert await asyncio.to_thread(gated.started.wait, 30)
-            t0 = time.perf_counter()
-            status, body = await asyncio.wait_for(call(small, "hi"), 10)
+            status, body = await asyncio.wait_for(call(small, "hi"), 60)
             assert status == 200 and body["choices"][0]["message"]["content"] == "ok"
-            assert not slow.done() and time.perf_counter() - t0 < 5
+            assert not slow.done()  # held at its gate: the small call did not wait behind it
             gated.release.set()
             status, body = await slow
             assert status == 200 and body["usage"]["prompt_tokens"] > 1_000_000
