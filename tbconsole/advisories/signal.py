@@ -116,6 +116,9 @@ class NoSignal(Rule):
             for rewards in groups:
                 zero *= all_fail(p0, len(rewards))
             if zero < t.no_signal_p:
+                held = self.conditions.get(self.name)
+                if held is not None and held.severity == AdvisorySeverity.ERROR:
+                    return  # still not learning: raised once (one bell), not again every step
                 self.hold(
                     Advice(
                         key=self.name,
