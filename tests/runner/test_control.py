@@ -8,6 +8,15 @@ from tbconsole.control import ControlClient, ControlError, ControlInbox, RunCont
 from tbconsole.events import ControlChanged, DecisionMade
 
 
+async def until(condition, limit: int = 10_000) -> None:
+    """Let the loop run until ``condition()`` holds (each turn gives every ready task a step)."""
+    for _ in range(limit):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
 def _control():
     seen = []
     return RunControl(seen.append), seen
@@ -18,8 +27,8 @@ async def test_pause_waits_at_the_boundary_until_resume():
     control.pause()
     assert control.state == "pausing"
     boundary = asyncio.create_task(control.batch_boundary())
-    await asyncio.sleep(0.05)
-    assert not boundary.done() and control.state == "paused"
+    await until(lambda: control.state == "paused")
+    assert not boundary.done()
     control.resume()
     assert await boundary is True
     assert [e.state for e in seen if isinstance(e, ControlChanged)] == ["pausing", "paused", "running"]
@@ -32,7 +41,7 @@ async def test_stop_and_abort_end_the_run_at_the_boundary():
     control2, _ = _control()
     control2.pause()
     waiting = asyncio.create_task(control2.batch_boundary())
-    await asyncio.sleep(0.01)
+    await until(lambda: control2.state == "paused")
     control2.abort()  # a paused run wakes up to abort
     assert await waiting is False and control2.abort_requested.is_set()
 
@@ -51,8 +60,7 @@ async def test_decisions_headless_default_and_console_answer():
     control, seen = _control()
     assert await control.ask(0, 1, default="abort", timeout=0) == "abort"
     asking = asyncio.create_task(control.ask(0, 1, default="abort", timeout=None))
-    await asyncio.sleep(0.01)
-    assert control.state == "awaiting_decision"
+    await until(lambda: control.state == "awaiting_decision")
     control.decide("retry_group")
     assert await asking == "retry_group"
     assert control.state == "running"
@@ -64,7 +72,9 @@ async def test_groups_failing_together_share_one_decision():
     """A gateway outage fails every group in flight: one question, one answer for all of them."""
     control, seen = _control()
     asking = [asyncio.create_task(control.ask(0, g, default="abort", timeout=None)) for g in range(3)]
-    await asyncio.sleep(0.01)
+    await until(lambda: control.state == "awaiting_decision")
+    for _ in range(10):  # the other two ask too
+        await asyncio.sleep(0)
     assert [e.state for e in seen if e.kind == "control.changed"].count("awaiting_decision") == 1
     control.decide("retry_group")
     assert await asyncio.gather(*asking) == ["retry_group"] * 3

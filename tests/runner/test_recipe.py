@@ -52,6 +52,15 @@ def _wait_for(log: Path, kind: str, timeout: float = 300):
     raise AssertionError(f"no {kind} event within {timeout} s")
 
 
+def _wait_for_state(log: Path, state: str, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.kind == "control.changed" and e.state == state for e in _events(log)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the run never reached {state} within {timeout} s")
+
+
 def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
     log = tmp_path / "run"
     proc = _demo(log, "config.max_steps=1")
@@ -123,7 +132,7 @@ def test_abort_keeps_captures_and_events(tmp_path):
     proc = _demo(log, "config.max_steps=1")
     _wait_for(log, "proxy.request")
     proc.send_signal(signal.SIGINT)  # first Ctrl-C: stop after the batch
-    time.sleep(0.5)
+    _wait_for_state(log, "stopping")  # the runner has taken it (else the second would be the first)
     proc.send_signal(signal.SIGINT)  # second: abort now
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, out[-3000:]

@@ -21,9 +21,15 @@ from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait, wait_mi
 from tests_support import pids_with, sandbox_cgroups_of
 
 
-async def _signal(signum: int) -> None:
+async def _signal(signum: int, handled=None) -> None:
+    """Signal this process and let the loop run the handler: until ``handled()`` holds, or (a
+    signal that changes nothing) a few turns of the loop, which read its wakeup pipe and run it."""
     os.kill(os.getpid(), signum)
-    await asyncio.sleep(0.05)  # the loop runs the handler
+    for turn in range(10_000):
+        if handled() if handled is not None else turn >= 10:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"signal {signum} not handled")
 
 
 async def test_hangup_stops_after_the_batch_and_the_next_signal_aborts():
@@ -31,9 +37,9 @@ async def test_hangup_stops_after_the_batch_and_the_next_signal_aborts():
     control = RunControl(seen.append)
     signals = SignalStop(control, seen.append)
     with signals.installed(asyncio.get_running_loop(), detached=False):
-        await _signal(signal.SIGHUP)
+        await _signal(signal.SIGHUP, lambda: control.state == ControlState.STOPPING)
         assert control.state == ControlState.STOPPING and signals.cause(RunStatus.STOPPED) == "on SIGHUP"
-        await _signal(signal.SIGTERM)
+        await _signal(signal.SIGTERM, lambda: control.state == ControlState.ABORTING)
         assert control.state == ControlState.ABORTING and signals.cause(RunStatus.ABORTED) == "on SIGTERM"
         await _signal(signal.SIGINT)  # nothing more to do
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
@@ -48,9 +54,12 @@ async def test_a_run_waiting_for_a_decision_aborts_on_the_first_signal():
     signals = SignalStop(control, lambda e: None)
     with signals.installed(asyncio.get_running_loop(), detached=True):
         decision = asyncio.create_task(control.ask(0, 0, default="abort", timeout=None))
-        await asyncio.sleep(0.01)
+        for _ in range(100):
+            if control.state == ControlState.AWAITING_DECISION:
+                break
+            await asyncio.sleep(0)
         assert control.state == ControlState.AWAITING_DECISION
-        await _signal(signal.SIGTERM)
+        await _signal(signal.SIGTERM, decision.done)
         assert await decision == "abort" and control.abort_requested.is_set()
         assert signals.cause(RunStatus.ABORTED) == "on SIGTERM"
 
