@@ -2,7 +2,8 @@
 
 Themes are loaded at start from these folders, later ones overriding earlier ones by name:
 
-1. the shipped themes, ``tbconsole/ui/theme_files/`` (package data: tbconsole-dark, tbconsole-light);
+1. the shipped themes, ``themes/`` at the repository's top (tbconsole-dark, tbconsole-light), package
+   data through the link ``tbconsole/ui/theme_files``;
 2. ``$TBCONSOLE_THEMES``, when set;
 3. ``~/.config/tbconsole/themes`` — the place for your own themes.
 
