@@ -255,8 +255,8 @@ class StepMetrics(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluationStarted(Event):
-    """The held-out evaluation began: the current weights on tasks never trained on. Its trials
-    publish no trial events (the trials grid is the training batches'); this pair marks it."""
+    """The held-out evaluation began: the current weights on tasks never trained on. Its trials'
+    own events come wrapped (``HeldOutEvent``); this pair marks the evaluation."""
 
     kind: ClassVar[str] = "evaluation.started"
     after_updates: int  # updates behind the weights evaluated
@@ -271,6 +271,32 @@ class EvaluationEnded(Event):
     reward: float | None  # mean over the scored trials; None when none was scored
     trials: int  # scored trials
     failed_tasks: int  # tasks whose group failed for infrastructure reasons (not scored)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOutEvent(Event):
+    """One event of a held-out evaluation's trials (group.started, trial.phase, trial.ended,
+    proxy.request, proxy.capture_lost, group.ended), wrapped whole. Wrapped, not the same kinds
+    with a flag: every reader of training's kinds (the reducer's training stats, the advisories,
+    the timeline, the progress log, an older console that would drop an unknown flag) must never
+    count a held-out trial as training, and a kind it does not know it skips by design. Its
+    step is the number of updates behind the weights evaluated (``after_updates``)."""
+
+    kind: ClassVar[str] = "heldout.event"
+    after_updates: int
+    event: dict[str, Any]  # the wrapped event's own line: {"kind": "trial.ended", ...fields}
+
+    @classmethod
+    def wrap(cls, inner: Event, after_updates: int) -> HeldOutEvent:
+        body = json.loads(inner.to_json())
+        body.pop("v", None)
+        return cls(ts=inner.ts, after_updates=after_updates, event=body)
+
+    def unwrap(self) -> Event | None:
+        """The wrapped event (None: a kind this reader does not know, or fields that do not fit)."""
+        if not isinstance(self.event, dict) or self.event.get("kind") == self.kind:
+            return None  # never a wrapper in a wrapper
+        return from_body(dict(self.event))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,9 +3,11 @@ rollout as training (agent, sandbox, proxy, verifier), reported as cookbook eval
 
 The cookbook calls a ``SamplingClientEvaluator`` every ``config.eval_every`` batches, before
 that batch samples; the runner calls it once more after the last batch. Its trials go under
-``<log_path>/heldout/`` and are not announced as training groups (the console's trial table
-and reward trend are the training batches'); ``evaluation.started`` / ``evaluation.ended`` mark
-each evaluation, and a log line reports it.
+``<log_path>/heldout/`` (trial folders and captures). Their own events (groups, phases, model
+calls, ends) are published wrapped as ``heldout.event``: the console shows them as held-out rows
+of the trials grid, with transcripts, while nothing that reads training's events (rewards,
+per-task stats, advisories, the timeline) ever counts them. ``evaluation.started`` /
+``evaluation.ended`` mark each evaluation, and a log line reports it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,18 @@ from pathlib import Path
 
 from tinker_cookbook.eval.evaluators import SamplingClientEvaluator
 
-from tbconsole.events import EvaluationEnded, EvaluationStarted, LogLine
+from tbconsole.events import (
+    CaptureLost,
+    EvaluationEnded,
+    EvaluationStarted,
+    GroupEnded,
+    GroupStarted,
+    HeldOutEvent,
+    LogLine,
+    ProxyRequest,
+    TrialEnded,
+    TrialPhase,
+)
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import RunContext, run_group
@@ -34,7 +47,9 @@ class HeldOutEvaluator(SamplingClientEvaluator):
     async def __call__(self, sampling_client) -> dict[str, float]:
         ctx = self.ctx
         trained = 0 if ctx.last_batch is None else ctx.last_batch + 1  # updates behind this policy
-        quiet = dataclasses.replace(ctx, publish=_only_logs(ctx.publish), log_path=ctx.folder.heldout.root, _gates={})
+        quiet = dataclasses.replace(
+            ctx, publish=_as_heldout(ctx.publish, trained), log_path=ctx.folder.heldout.root, _gates={}
+        )
         builders = [
             HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i, group_size=self.group_size)
             for i, task in enumerate(self.tasks)
@@ -73,9 +88,18 @@ class HeldOutEvaluator(SamplingClientEvaluator):
         }
 
 
-def _only_logs(publish):
+# The trial-level events of a group (``rollout.run_group`` and its proxy): wrapped as held-out.
+TRIAL_EVENTS = (GroupStarted, GroupEnded, TrialPhase, TrialEnded, ProxyRequest, CaptureLost)
+
+
+def _as_heldout(publish, after_updates: int):
+    """The held-out groups' publish: log lines as they are, trial events wrapped (``HeldOutEvent``),
+    anything else dropped (the held-out groups are no batch: nothing run-level comes from them)."""
+
     def forward(event) -> None:
         if isinstance(event, LogLine):
             publish(event)
+        elif isinstance(event, TRIAL_EVENTS):
+            publish(HeldOutEvent.wrap(event, after_updates))
 
     return forward

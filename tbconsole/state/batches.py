@@ -15,15 +15,18 @@ from tbconsole.events import (
     CaptureLost,
     GroupEnded,
     GroupStarted,
+    HeldOutEvent,
     ProxyRequest,
     TrialEnded,
     TrialPhase,
 )
+from tbconsole.inert import inert_event
 from tbconsole.state.model import (
     KEEP_STEPS,
     MAX_TEXT,
     TREND_LEN,
     Counters,
+    EvaluationState,
     GroupState,
     RunState,
     StepSummary,
@@ -192,6 +195,12 @@ def trial_phase(state: RunState, e: TrialPhase) -> None:
     t = _trial(state, e.step, e.group, e.trial, e.task)
     if t is None:
         return
+    _apply_phase(t, e)
+    state.changed_trials.add(e.trial)
+    state.mark_changed("trials")
+
+
+def _apply_phase(t: TrialState, e: TrialPhase) -> None:
     if e.task:
         t.task = e.task
     if e.trial_dir:
@@ -202,8 +211,6 @@ def trial_phase(state: RunState, e: TrialPhase) -> None:
         t.started = e.ts
     if e.phase == Phase.DONE and t.ended is None:
         t.ended = e.ts
-    state.changed_trials.add(e.trial)
-    state.mark_changed("trials")
 
 
 def _trial_data(e: TrialEnded) -> TrialData:
@@ -224,22 +231,7 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     t = _trial(state, e.step, e.group, e.trial)
     if t is None:
         return
-    t.outcome = e.outcome
-    # Cancelled by the user (cancel_trial): it ended with an outcome, and reads as cancelled.
-    t.cancelled = e.outcome == TrialOutcome.CANCELLED
-    t.scored = e.scored
-    t.reward = e.reward
-    t.turns = e.turns
-    t.output_tokens = e.output_tokens
-    t.trial_dir = e.trial_dir or t.trial_dir
-    t.timings = dict(e.timings or {})
-    t.exception_type = e.exception_type
-    t.exception_message = clip(e.exception_message, 4000)
-    t.phase = Phase.DONE
-    t.ended = e.ts
-    if t.started is None:
-        t.started = e.ts - sum(v for v in t.timings.values() if isinstance(v, (int, float))) if t.timings else e.ts
-    t.phase_since = t.phase_since or e.ts
+    _apply_end(t, e)
     stats = state.task_stats.get(t.task)
     if stats is None:
         stats = state.task_stats[t.task] = TaskStats(task=t.task)
@@ -261,14 +253,41 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     state.mark_changed("trials", "rewards")
 
 
+def _apply_end(t: TrialState, e: TrialEnded) -> None:
+    """What trial.ended says of the trial itself (training's and held-out trials alike)."""
+    t.outcome = e.outcome
+    # Cancelled by the user (cancel_trial): it ended with an outcome, and reads as cancelled.
+    t.cancelled = e.outcome == TrialOutcome.CANCELLED
+    t.scored = e.scored
+    t.reward = e.reward
+    t.turns = e.turns
+    t.output_tokens = e.output_tokens
+    t.trial_dir = e.trial_dir or t.trial_dir
+    t.timings = dict(e.timings or {})
+    t.exception_type = e.exception_type
+    t.exception_message = clip(e.exception_message, 4000)
+    t.phase = Phase.DONE
+    t.ended = e.ts
+    if t.started is None:
+        t.started = e.ts - sum(v for v in t.timings.values() if isinstance(v, (int, float))) if t.timings else e.ts
+    t.phase_since = t.phase_since or e.ts
+
+
 def proxy_request(state: RunState, e: ProxyRequest) -> None:
     t = _trial(state, e.step, e.group, e.trial)
     if t is None:
         state.totals.add_request(e)
         return
     g = _group(state, e.step, e.group)
-    for c in (t.counters, g.counters, state.totals):
+    for c in (g.counters, state.totals):
         c.add_request(e)
+    _add_turn(t, e)
+    state.changed_trials.add(e.trial)
+    state.mark_changed("captures", "trials")
+
+
+def _add_turn(t: TrialState, e: ProxyRequest) -> None:
+    t.counters.add_request(e)
     t.transcript.append(
         Turn(
             index=t.counters.requests - 1,
@@ -284,8 +303,6 @@ def proxy_request(state: RunState, e: ProxyRequest) -> None:
             error=clip(e.error, 2000),
         )
     )
-    state.changed_trials.add(e.trial)
-    state.mark_changed("captures", "trials")
 
 
 def capture_lost(state: RunState, e: CaptureLost) -> None:
@@ -300,6 +317,96 @@ def capture_lost(state: RunState, e: CaptureLost) -> None:
     state.changed_trials.add(e.trial)
     state.mark_changed("captures", "trials")
     add_log(state, e.ts, "error", f"capture lost: trial {e.trial}: {e.error}")
+
+
+# -- the held-out evaluation's trials ------------------------------------------------------------
+
+
+def heldout_event(state: RunState, e: HeldOutEvent) -> None:
+    """A held-out trial's event: folded into the evaluation's own groups and trials
+    (``EvaluationState``), never into training's (rewards, per-task stats, step summaries,
+    totals): held-out trials are scored, not trained on."""
+    inner = e.unwrap()
+    if inner is None:
+        return
+    inner = inert_event(inner)
+    ev = state.heldout
+    if ev is None or ev.after_updates != e.after_updates:  # its evaluation.started was not seen
+        ev = state.heldout = EvaluationState(after_updates=e.after_updates, started=e.ts, trials=0)
+    if isinstance(inner, GroupStarted):
+        started = ev.groups[inner.group] = GroupState(
+            step=inner.step, group=inner.group, task=inner.task, proxy_url=inner.proxy_url, started=inner.ts
+        )
+        started.trials = list(inner.trials)
+        for i, name in enumerate(inner.trials):
+            ev.trial_states[name] = TrialState(
+                trial=name, step=inner.step, group=inner.group, index=i, task=inner.task, evaluation=True
+            )
+            ev.trial_states[name].phase_since = inner.ts
+            state.changed_trials.add(name)
+    elif isinstance(inner, GroupEnded):
+        ended = ev.groups.get(inner.group)
+        if ended is None:
+            return
+        ended.ended, ended.rewards, ended.ok = inner.ts, list(inner.rewards), inner.ok
+        ended.error = clip(inner.error, 2000)
+        if not inner.ok:
+            _cancel_heldout(state, ev, ended.trials, inner.ts)
+    elif isinstance(inner, (TrialPhase, TrialEnded, ProxyRequest, CaptureLost)):
+        t = _heldout_trial(ev, inner.group, inner.trial, getattr(inner, "task", None))
+        g = ev.groups.get(inner.group)
+        if isinstance(inner, TrialPhase):
+            _apply_phase(t, inner)
+        elif isinstance(inner, TrialEnded):
+            _apply_end(t, inner)
+        elif isinstance(inner, ProxyRequest):
+            _add_turn(t, inner)
+            for c in (g.counters, ev.counters) if g is not None else (ev.counters,):
+                c.add_request(inner)
+        elif isinstance(inner, CaptureLost):
+            t.lost = clip(inner.error, 1000)
+            for c in (t.counters, g.counters, ev.counters) if g is not None else (t.counters, ev.counters):
+                c.lost += 1
+        state.changed_trials.add(inner.trial)
+    state.mark_changed("trials", "captures")
+
+
+def _heldout_trial(ev: EvaluationState, gi: int, trial: str, task: str | None) -> TrialState:
+    """A held-out trial, created on first sight (a group.started lost to a damaged line)."""
+    t = ev.trial_states.get(trial)
+    if t is None:
+        g = ev.groups.get(gi)
+        if g is None:
+            g = ev.groups[gi] = GroupState(step=ev.after_updates, group=gi, task=task or "?")
+        if trial not in g.trials:
+            g.trials.append(trial)
+        t = ev.trial_states[trial] = TrialState(
+            trial=trial,
+            step=ev.after_updates,
+            group=gi,
+            index=g.trials.index(trial),
+            task=task or g.task,
+            evaluation=True,
+        )
+    return t
+
+
+def cancel_heldout(state: RunState, ts: float) -> None:
+    """The run ended (or started again) with the held-out evaluation unfinished: its trials'
+    clocks stop, and it ends there without a reward (the grid shows it until the next batch)."""
+    ev = state.heldout
+    if ev is not None and ev.running:
+        _cancel_heldout(state, ev, list(ev.trial_states), ts)
+        ev.ended = ts
+
+
+def _cancel_heldout(state: RunState, ev: EvaluationState, trials: Iterable[str], ts: float) -> None:
+    for name in trials:
+        t = ev.trial_states.get(name)
+        if t is not None and not t.done and not t.cancelled:
+            t.cancelled = True
+            t.ended = ts
+            state.changed_trials.add(name)
 
 
 def add_log(state: RunState, ts: float, level: str, message: str) -> None:

@@ -101,6 +101,9 @@ class TrialState:
     # Stopped before it ended: its group failed (a sibling's failure, the gateway going down) or
     # the run ended. The runner sends no trial.ended for such a trial: it has no outcome.
     cancelled: bool = False
+    # A held-out evaluation trial (``RunState.heldout``): scored, never trained on, in no
+    # training figure; its step is the number of updates behind the weights it ran.
+    evaluation: bool = False
 
     @property
     def done(self) -> bool:
@@ -300,7 +303,9 @@ class GatewayState:
 
 @dataclass
 class EvaluationState:
-    """One held-out evaluation: the weights after ``after_updates`` updates on held-out tasks."""
+    """One held-out evaluation: the weights after ``after_updates`` updates on held-out tasks.
+    Its groups and trials (``heldout.event``) are kept here, apart from training's: they count
+    in no training figure (rewards, per-task stats, totals, no-signal groups)."""
 
     after_updates: int
     started: float
@@ -309,6 +314,16 @@ class EvaluationState:
     reward: float | None = None
     scored: int = 0
     failed_tasks: int = 0
+    groups: dict[int, GroupState] = field(default_factory=dict)  # by group (= held-out task index)
+    trial_states: dict[str, TrialState] = field(default_factory=dict)
+    counters: Counters = field(default_factory=Counters)  # its model calls (not in RunState.totals)
+
+    @property
+    def running(self) -> bool:
+        return self.ended is None
+
+    def ordered_groups(self) -> list[GroupState]:
+        return [self.groups[k] for k in sorted(self.groups)]
 
 
 @dataclass
@@ -353,6 +368,7 @@ class RunState:
     config: dict[str, Any] = field(default_factory=dict)
     evaluation: EvaluationState | None = None  # the held-out evaluation running now
     last_evaluation: EvaluationState | None = None  # the newest one that ended
+    heldout: EvaluationState | None = None  # the newest one started (running or not): its trials
 
     started: float | None = None  # RunStarted ts (of the latest start, when a run was resumed)
     first_run_id: str | None = None  # the run's identity: its first start's id (a resume gets a new run_id)
@@ -450,6 +466,26 @@ class RunState:
         """When the held-out evaluation running now began (``evaluation.started``); None when none
         is running."""
         return None if self.finished else self.evaluation.started if self.evaluation else None
+
+    def find_trial(self, trial: str) -> TrialState | None:
+        """A trial by id: training's, else one of the newest held-out evaluation's."""
+        t = self.trials.get(trial)
+        if t is None and self.heldout is not None:
+            t = self.heldout.trial_states.get(trial)
+        return t
+
+    def heldout_shown(self) -> EvaluationState | None:
+        """The held-out evaluation the trials grid shows: the one running, or the newest one
+        until the next batch starts (the final evaluation, after the last step, stays)."""
+        ev = self.heldout
+        if ev is None or not ev.groups:
+            return None
+        if ev.running:
+            return ev
+        current = self.steps.get(self.step) if self.step is not None else None
+        if current is None or current.started is None or current.started <= ev.started:
+            return ev
+        return None
 
     def batch_groups(self, step: int | None = None) -> list[GroupState]:
         step = self.step if step is None else step

@@ -31,6 +31,7 @@ from tbconsole.events import (
     GatewayHealth,
     GroupEnded,
     GroupStarted,
+    HeldOutEvent,
     LogLine,
     ProxyRequest,
     RunEnded,
@@ -44,11 +45,13 @@ from tbconsole.state.batches import (
     add_log,
     batch_ended,
     batch_started,
+    cancel_heldout,
     cancel_unfinished,
     capture_lost,
     clip,
     group_ended,
     group_started,
+    heldout_event,
     proxy_request,
     step_summary,
     trial_ended,
@@ -82,6 +85,7 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     # A second start is the run resumed into the same folder: its trends, per-task stats and log
     # go on. Trials of the earlier start that never ended (a crash) are cancelled.
     cancel_unfinished(state, list(state.trials), e.ts)
+    cancel_heldout(state, e.ts)
     if state.started is not None:  # a resume: the earlier start ran until its end or its last event
         until = state.ended if state.ended is not None else state.last_ts
         state.earlier_starts_s += max(0.0, (until or state.started) - state.started)
@@ -113,15 +117,19 @@ def _run_started(state: RunState, e: RunStarted) -> None:
 
 
 def _evaluation_started(state: RunState, e: EvaluationStarted) -> None:
-    state.evaluation = EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
-    state.mark_changed("header", "metrics")
+    state.evaluation = state.heldout = EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
+    state.mark_changed("header", "metrics", "trials")
 
 
 def _evaluation_ended(state: RunState, e: EvaluationEnded) -> None:
-    done = state.evaluation or EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
+    done = state.evaluation
+    if done is None or done.after_updates != e.after_updates:  # its start was not seen: its trials may have been
+        held = state.heldout
+        done = held if held is not None and held.after_updates == e.after_updates and held.running else None
+    done = done or EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
     done.ended, done.reward, done.scored, done.failed_tasks = e.ts, e.reward, e.trials, e.failed_tasks
-    state.evaluation, state.last_evaluation = None, done
-    state.mark_changed("header", "metrics")
+    state.evaluation, state.last_evaluation, state.heldout = None, done, done
+    state.mark_changed("header", "metrics", "trials")
 
 
 def _run_ended(state: RunState, e: RunEnded) -> None:
@@ -132,6 +140,7 @@ def _run_ended(state: RunState, e: RunEnded) -> None:
     state.pending_decision = None
     state.evaluation = None
     cancel_unfinished(state, list(state.trials), e.ts)
+    cancel_heldout(state, e.ts)
     state.mark_changed("header", "decision", "trials", "gateway")
     add_log(
         state,
@@ -270,6 +279,7 @@ _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     RunEnded: _run_ended,
     EvaluationStarted: _evaluation_started,
     EvaluationEnded: _evaluation_ended,
+    HeldOutEvent: heldout_event,
     ControlChanged: _control,
     GatewayHealth: _gateway,
     BatchStarted: batch_started,

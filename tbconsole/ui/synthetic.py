@@ -30,10 +30,13 @@ from tbconsole.events import (
     ControlChanged,
     DecisionMade,
     ErrorRaised,
+    EvaluationEnded,
+    EvaluationStarted,
     Event,
     GatewayHealth,
     GroupEnded,
     GroupStarted,
+    HeldOutEvent,
     LogLine,
     ProxyRequest,
     RunEnded,
@@ -42,7 +45,7 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhase,
 )
-from tbconsole.runfolder import RunFolder
+from tbconsole.runfolder import RunFolder, trial_id
 from tbconsole.ui.synthcapture import SyntheticCaptures
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -68,6 +71,8 @@ REPLIES = [
     "The test expects a header row. Fixing it.\n```bash\nsed -i 's/^id,/id,name,/' /app/out.csv\n```",
     "Done.\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
 ]
+
+HELDOUT_TASKS = {"count-errors-901": 0.5, "rename-ext-902": 0.7}  # never trained on; chance of solving
 
 SYSTEM = (
     "You are a helpful assistant that can interact with a computer. Reply with one bash command in a "
@@ -123,6 +128,100 @@ class _Clock:
             yield heapq.heappop(self.heap)[2]
 
 
+def heldout_evaluation(
+    after_updates: int,
+    now: float,
+    rng: random.Random,  # its own: a run with evaluations trains on the same draws as one without
+    *,
+    group_size: int = 2,
+    captures: SyntheticCaptures | None = None,
+) -> Iterator[Event]:
+    """One held-out evaluation as the runner publishes it (``runner.heldout``): its start, each
+    held-out task's group with its trials' events wrapped (``HeldOutEvent``, step = updates
+    behind the weights), its end and log line. ``captures``: the turns' lines, under the run
+    folder's ``heldout/`` as the held-out proxy writes them."""
+    trials = len(HELDOUT_TASKS) * group_size
+    yield EvaluationStarted(ts=now, after_updates=after_updates, tasks=len(HELDOUT_TASKS), trials=trials)
+    clock = _Clock()
+    step, rewards, end = after_updates, [], now
+
+    def add(event: Event) -> None:
+        clock.add(HeldOutEvent.wrap(event, after_updates))
+
+    for g, (task, chance) in enumerate(HELDOUT_TASKS.items()):
+        names = [trial_id(task, step, g, k) for k in range(group_size)]
+        g_start = now + 0.05 * g
+        add(GroupStarted(ts=g_start, step=step, group=g, task=task, trials=names, proxy_url="http://127.0.0.1:41000"))
+        group_rewards: list[float | None] = []
+        g_end = g_start
+        for k, name in enumerate(names):
+            t = g_start + 0.01 * k
+            add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
+            t += rng.uniform(0.5, 2.0)
+            add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
+            n_turns = rng.randint(1, 3)
+            out_tokens = 0
+            for turn in range(n_turns):
+                t += rng.uniform(1.0, 4.0)
+                otoks = rng.randint(40, 300)
+                request = ProxyRequest(
+                    ts=t,
+                    step=step,
+                    group=g,
+                    trial=name,
+                    api="openai",
+                    stream=False,
+                    status=200,
+                    captured=True,
+                    turn=turn,
+                    prompt_tokens=800 + 300 * turn,
+                    output_tokens=otoks,
+                    stop_reason="stop",
+                    sample_ms=otoks * 4.0,
+                    total_ms=otoks * 4.0 + 12,
+                )
+                add(request)
+                out_tokens += otoks
+                if captures is not None:
+                    content = f"Task {task}: make the tests pass." if turn == 0 else f"<output>step {turn}</output>"
+                    captures.add(request, [{"role": "user", "content": content}], _reply(REPLIES[turn], turn))
+                    pending = captures.pending.get((name, turn))
+                    if pending is not None:  # the held-out proxy writes under the run folder's heldout/
+                        pending.path = captures.folder.heldout.capture_file(step, g, name)
+            t += rng.uniform(0.5, 1.5)
+            reward = 1.0 if rng.random() < chance else 0.0
+            add(
+                TrialEnded(
+                    ts=t,
+                    step=step,
+                    group=g,
+                    trial=name,
+                    outcome=TrialOutcome.SUBMITTED,
+                    scored=True,
+                    reward=reward,
+                    turns=n_turns,
+                    output_tokens=out_tokens,
+                    trial_dir=None,
+                    timings={"total": t - g_start},
+                )
+            )
+            add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
+            group_rewards.append(reward)
+            rewards.append(reward)
+            g_end = max(g_end, t)
+        add(GroupEnded(ts=g_end + 0.01, step=step, group=g, rewards=group_rewards, ok=True))
+        end = max(end, g_end + 0.02)
+    yield from clock.drain()
+    mean = sum(rewards) / len(rewards)
+    yield EvaluationEnded(ts=end, after_updates=after_updates, reward=mean, trials=len(rewards), failed_tasks=0)
+    yield LogLine(
+        ts=end,
+        level="info",
+        message=f"held-out after {after_updates} updates: reward {mean:.3f} over {len(rewards)} trials "
+        f"of {len(HELDOUT_TASKS)} tasks",
+    )
+
+
 def synthetic_run(
     *,
     steps: int = 3,
@@ -143,6 +242,7 @@ def synthetic_run(
     captures: SyntheticCaptures | None = None,
     prompt_step: int = 400,
     tool_output: Callable[[int], str] | None = None,
+    heldout_at: tuple[int, ...] = (),
 ) -> Iterator[Event]:
     """Yield a run's events in order. ``error_at=(step, group)`` raises an error needing a
     decision in that group (``decision`` None leaves it pending and ends the stream there);
@@ -150,7 +250,9 @@ def synthetic_run(
     after that step; ``end`` False leaves the run unfinished (a live run's file). ``captures``
     receives each captured turn's text (``text`` False: token-only lines, as older runs wrote):
     ``tool_output(k)`` what the k-th turn's command printed (None: one short line), while each
-    turn's prompt grows by ``prompt_step`` tokens in its ``proxy.request``."""
+    turn's prompt grows by ``prompt_step`` tokens in its ``proxy.request``. ``heldout_at``: the
+    numbers of updates after which a held-out evaluation runs, as the runner runs them (before
+    that step's batch; ``steps``: after the last), its trials' events wrapped as held-out."""
     rng = random.Random(seed)
     tasks = list(TASKS)
     now = t0
@@ -171,6 +273,10 @@ def synthetic_run(
     sampler = None
     trial_serial = 0
     for step in range(steps):
+        if step in heldout_at:
+            for event in heldout_evaluation(step, now + 0.2, random.Random(f"{seed}:{step}"), captures=captures):
+                yield event
+                now = max(now, event.ts)
         clock = _Clock()
         start = now + 0.5
         picked = [tasks[(step * groups + g) % len(tasks)] for g in range(groups)]
@@ -444,6 +550,10 @@ def synthetic_run(
             yield ControlChanged(ts=now + 0.6, state=ControlState.PAUSED, reason="paused after the batch")
             now += 30
             yield ControlChanged(ts=now, state=ControlState.RUNNING)
+    if steps in heldout_at:  # the final weights, after the last step
+        for event in heldout_evaluation(steps, now + 0.5, random.Random(f"{seed}:{steps}"), captures=captures):
+            yield event
+            now = max(now, event.ts)
     if end:
         yield ControlChanged(ts=now + 1, state=RunStatus.DONE)
         yield RunEnded(ts=now + 1, status=RunStatus.DONE, step=steps - 1)
@@ -512,6 +622,10 @@ async def play(
             await asyncio.sleep(0)
         if captures is not None and isinstance(event, ProxyRequest):
             captures.write(event)
+        elif captures is not None and isinstance(event, HeldOutEvent):
+            inner = event.unwrap()
+            if isinstance(inner, ProxyRequest):
+                captures.write(inner)
         bus.publish(dataclasses.replace(event, ts=_time.time()) if retime else event)
         if isinstance(event, ErrorRaised) and event.decision_needed:
             waited = _time.monotonic()

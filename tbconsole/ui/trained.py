@@ -59,9 +59,11 @@ def _kept_when_all_constant(state: RunState, step: int, group: int) -> bool:
 
 
 def trial_training(state: RunState, trial: str, evaluation: bool = False) -> Training:
-    if evaluation:
-        return Training(False, "held-out evaluation trial: scored, never trained on", trained=True)
+    """``evaluation``: the caller knows it for a held-out trial (found by its capture file);
+    one of the held-out evaluation's trials in the state is known as such here too."""
     t = state.trials.get(trial)
+    if evaluation or (t is None and (held := state.find_trial(trial)) is not None and held.evaluation):
+        return Training(False, "held-out evaluation trial: scored, never trained on", trained=True)
     if t is None and any(trial in g.retired for g in state.groups.values()):
         return Training(False, "an earlier attempt of a retried group: not trained on", trained=True)
     if t is None:

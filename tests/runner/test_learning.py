@@ -25,6 +25,7 @@ import pytest
 
 from tbconsole import variants as V
 from tbconsole import warmup as W
+from tbconsole.runfolder import RunFolder
 from tbconsole.runner.demo import DEMO_DEFAULTS, HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -166,6 +167,21 @@ def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tm
         ("evaluation.started", STEPS, 8),
         ("evaluation.ended", STEPS, 8),
     ]
+    # Its trials' own events come wrapped (the console's held-out rows, apart from training): a
+    # trial.ended per trial of each evaluation, each trial's model calls in a held-out capture
+    # file, and none of its trials among training's.
+    lines = [json.loads(line) for line in (log / "events.jsonl").read_text().splitlines()]
+    held_ended = [e for e in lines if e["kind"] == "heldout.event" and e["event"]["kind"] == "trial.ended"]
+    assert sorted({e["after_updates"] for e in held_ended}) == [0, STEPS]
+    for after in (0, STEPS):
+        assert len([e for e in held_ended if e["after_updates"] == after and e["event"]["scored"]]) == 8
+    held_folder = RunFolder(log).heldout
+    for e in held_ended:
+        inner = e["event"]
+        if inner["turns"]:
+            assert held_folder.capture_file(inner["step"], inner["group"], inner["trial"]).exists(), inner
+    training_trials = {e["trial"] for e in lines if e["kind"] in ("trial.phase", "trial.ended", "proxy.request")}
+    assert not training_trials & {e["event"]["trial"] for e in held_ended}
     # The policy after k updates: the base model, then a checkpoint per update (the last: final).
     saved = [json.loads(line) for line in (log / "checkpoints.jsonl").read_text().splitlines()]
     policies: dict[int, str | None] = {0: None, **{row["batch"]: row["sampler_path"] for row in saved}}

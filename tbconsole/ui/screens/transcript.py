@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tbconsole.capturefile import CaptureRecord, CaptureTail
+from tbconsole.runfolder import RunFolder
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present import format_count, format_duration
 from tbconsole.ui.sanitize import one_line
@@ -86,7 +87,7 @@ class TranscriptScreen(Screen):
     # -- sources -------------------------------------------------------------------------
 
     def _trial(self) -> TrialState | None:
-        return self.app.state.trials.get(self.trial)
+        return self.app.state.find_trial(self.trial)  # a held-out trial too
 
     def _capture_file(self) -> Path | None:
         """The trial's capture file: under the run's log_path, or, for a run folder read from
@@ -99,6 +100,8 @@ class TranscriptScreen(Screen):
             if where is not None:
                 where = Path(where)
                 folders.append(str(where.parent if where.suffix == ".jsonl" else where))
+        if t.evaluation:  # the held-out evaluation's captures are in its own run folder
+            folders = [str(RunFolder(folder).heldout.root) for folder in folders if folder]
         paths = [capture_path(folder, t.step, t.group, self.trial) for folder in folders if folder]
         return next((p for p in paths if p is not None and p.exists()), paths[0] if paths else None)
 
@@ -152,7 +155,7 @@ class TranscriptScreen(Screen):
     def show(
         self, state: RunState, now: float, changed: set[str], everything: bool = False, *, rebuild: bool = False
     ) -> None:
-        t = state.trials.get(self.trial)
+        t = state.find_trial(self.trial)
         p = palette_of(self.app)
         self._header.update(self._head(t, now, p))
         if everything:
@@ -194,7 +197,10 @@ class TranscriptScreen(Screen):
             head.append("  (no longer in memory: showing its folder)", style=p.muted)
             return head
         head.append(f"  {one_line(t.task, 60)}", style="bold")
-        head.append(f"  step {t.step} · group {t.group} · trial {t.index + 1}", style=p.muted)
+        if t.evaluation:
+            head.append(f"  held-out · step {t.step} · task {t.group} · trial {t.index + 1}", style=p.accent)
+        else:
+            head.append(f"  step {t.step} · group {t.group} · trial {t.index + 1}", style=p.muted)
         head.append("\n")
         if t.done:
             if t.scored and t.reward is not None:

@@ -8,11 +8,13 @@ from rich.text import Text
 
 from tbconsole.enums import TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
+from tbconsole.state.model import EvaluationState
 from tbconsole.ui.present import (
     PHASE_LABELS,
     UNIFORM_FLAGS,
     format_count,
     format_reward,
+    format_value,
     solved_reward,
     uniform_kind,
 )
@@ -100,6 +102,29 @@ def group_label(g: GroupState, state: RunState, width: int, p: Palette) -> Text:
     if flag:
         colour = p.error if failed else p.success if kind == "solved" else p.warning
         text.append(" " + flag, style=f"bold {colour}")
+    return text
+
+
+def heldout_heading(ev: EvaluationState, width: int, p: Palette) -> Text:
+    """The held-out section's first line: ``held-out · step 3`` (the weights after 3 updates,
+    those that sample step 3), then its mean reward once it ended."""
+    text = Text("held-out", style=f"bold {p.accent}", no_wrap=True, overflow="ellipsis")
+    text.append(f" · step {ev.after_updates}" if width >= 18 else f" · {ev.after_updates}", style=p.accent)
+    if not ev.running and ev.reward is not None and width - text.cell_len >= 8:
+        text.append(f" · {format_value(ev.reward)}", style=p.muted)
+    return text
+
+
+def heldout_label(g: GroupState, width: int, p: Palette) -> Text:
+    """A held-out group's label: ``h``, its number and task; ``✗err`` when it failed. No
+    one-reward flag: a held-out group trains nothing whatever its rewards."""
+    failed = g.ok is False
+    text = Text(f"h{g.group:<2}", style=p.accent, no_wrap=True, overflow="ellipsis")
+    task = Text(one_line(g.task))
+    task.truncate(max(1, width - text.cell_len - (len(GROUP_FAILED) + 1 if failed else 0)), overflow="ellipsis")
+    text.append_text(task)
+    if failed:
+        text.append(" " + GROUP_FAILED, style=f"bold {p.error}")
     return text
 
 

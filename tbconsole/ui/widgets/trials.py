@@ -1,9 +1,14 @@
 """The trials grid: one row per group of the current batch, one cell per trial (phase and time
 in it; when done, outcome and reward). Groups whose trials all got the same reward are flagged:
-they train nothing. Enter on a cell opens that trial's transcript. What a cell or a label says
-is in ``trialcells``; this is the widget: layout, incremental redraw, cursor, clicks."""
+they train nothing. Below them, while a held-out evaluation runs (and after it, until the next
+batch starts), its own section: a ``held-out · step N`` heading, then one row per held-out task
+(``h0 task``), cells like any trial's. Enter on a cell opens that trial's transcript. What a
+cell or a label says is in ``trialcells``; this is the widget: layout, incremental redraw,
+cursor, clicks."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.style import Style
 from rich.text import Text
@@ -26,6 +31,8 @@ from tbconsole.ui.widgets.trialcells import (
     grid_widths,
     group_label,
     header_text,
+    heldout_heading,
+    heldout_label,
     row_text,
 )
 
@@ -139,31 +146,36 @@ class TrialsGrid(ScrollView, can_focus=True):
 
     def show(self, state: RunState, now: float) -> None:
         p = palette_of(self.app)
-        groups = state.batch_groups()
-        size = max([len(g.trials) for g in groups] + [state.group_size, 1])
+        visible = self._entries(state, p)
+        size = max([len(trials) for _, _, trials in visible] + [state.group_size, 1])
         label_w, cell_w = self._widths(size)
-        visible = []
-        for g in groups:
-            trials = [state.trials.get(t) for t in g.trials]
-            if self.filter and not any(t is not None and trial_matches(t, self.filter) for t in trials):
-                continue
-            visible.append((g, trials))
-        layout = (state.step, tuple((g.group, tuple(g.trials)) for g, _ in visible), size, label_w, cell_w, self.filter)
+        ev = state.heldout_shown()
+        layout = (
+            state.step,
+            ev.after_updates if ev is not None else None,
+            tuple((key, tuple(t.trial if t is not None else None for t in trials)) for key, _, trials in visible),
+            size,
+            label_w,
+            cell_w,
+            self.filter,
+        )
         title = f"trials · step {state.step}" if state.step is not None else "trials"
+        if ev is not None:
+            title += f" · held-out step {ev.after_updates}" + (" running" if ev.running else "")
         if self.filter:
             title += f" · filter: {one_line(self.filter, 30)}"
         self.border_title = title
         self.step = state.step
         if layout != self._layout:
-            self._rebuild(state, now, visible, size, label_w, cell_w, p)
+            self._rebuild(now, visible, size, label_w, cell_w, p)
             self._layout = layout
             state.changed_trials.clear()
             return
         changed = set(state.changed_trials)
         state.changed_trials.clear()
-        for index, (g, trials) in enumerate(visible):
+        for index, (_, make_label, trials) in enumerate(visible):
             row = self._rows[index]
-            label = group_label(g, state, label_w, p)
+            label = make_label(label_w)
             key = (label.plain, len(label.spans), str(label.spans[-1].style) if label.spans else "")
             if self._shown.get(row.key) != key:
                 self._shown[row.key] = key
@@ -182,20 +194,46 @@ class TrialsGrid(ScrollView, can_focus=True):
                     row.cells[where[1] - 1] = cell
                     self._changed(index)
 
+    def _entries(self, state: RunState, p: Palette) -> list[tuple[str, Callable[[int], Text], list]]:
+        """The rows to draw, as (key, label of a width, trials): the current batch's groups, then
+        the held-out section (a heading, then its groups), each group kept when the filter
+        matches one of its trials."""
+        out: list[tuple[str, Callable[[int], Text], list]] = []
+
+        def matches(trials: list[TrialState | None]) -> bool:
+            return not self.filter or any(t is not None and trial_matches(t, self.filter) for t in trials)
+
+        for g in state.batch_groups():
+            trials = [state.trials.get(t) for t in g.trials]
+            if matches(trials):
+                out.append((f"g{g.group}", lambda width, g=g: group_label(g, state, width, p), trials))
+        ev = state.heldout_shown()
+        if ev is None:
+            return out
+        held = []
+        for g in ev.ordered_groups():
+            trials = [ev.trial_states.get(t) for t in g.trials]
+            if matches(trials):
+                held.append((f"h{g.group}", lambda width, g=g: heldout_label(g, width, p), trials))
+        if held:
+            out.append(("heldout", lambda width: heldout_heading(ev, width, p), []))
+            out.extend(held)
+        return out
+
     def _cell(self, t: TrialState, now: float, width: int, p: Palette) -> Text:
         text = cell_text(t, now, width, p)
         if self.filter and not trial_matches(t, self.filter):
             text = Text(text.plain, style=p.muted)
         return text
 
-    def _rebuild(self, state, now, visible, size, label_w, cell_w, p) -> None:
+    def _rebuild(self, now, visible, size, label_w, cell_w, p) -> None:
         self._rows = []
         self._where.clear()
         self._shown.clear()
         self._lines.clear()
         self._columns, self._label_w, self._cell_w = size, label_w, cell_w
         self._header = header_text(size, label_w, cell_w, p)
-        for index, (g, trials) in enumerate(visible):
+        for index, (key, make_label, trials) in enumerate(visible):
             cells: list[Text | None] = []
             ids: list[str | None] = []
             for i in range(size):
@@ -207,7 +245,7 @@ class TrialsGrid(ScrollView, can_focus=True):
                 else:
                     cells.append(None)
                     ids.append(None)
-            self._rows.append(_Row(f"g{g.group}", group_label(g, state, label_w, p), cells, ids))
+            self._rows.append(_Row(key, make_label(label_w), cells, ids))
         self.virtual_size = Size(self._line_width, len(self._rows) + 1)
         self.cursor_row = min(self.cursor_row, max(0, len(self._rows) - 1))
         self.cursor_column = min(max(1, self.cursor_column), size)
