@@ -144,3 +144,18 @@ async def test_grid_row_and_enter_opens_a_heldout_transcript(tmp_path):
         assert "held-out" in screen._header.render().plain
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
+
+
+def test_runner_wraps_the_heldout_groups_trial_events_and_passes_log_lines():
+    from tbconsole.events import ErrorRaised, LogLine, ProxyRequest
+    from tbconsole.runner.heldout import _as_heldout
+
+    out = []
+    publish = _as_heldout(out.append, after_updates=4)
+    request = ProxyRequest(step=4, group=0, trial="t.s4g0t0", api="openai", stream=False, status=200, captured=True)
+    line = LogLine(level="info", message="x")
+    publish(request)
+    publish(line)
+    publish(ErrorRaised(step=4, group=0, trial=None, exception_type="E", message="m"))  # no batch: dropped
+    assert [type(e) for e in out] == [HeldOutEvent, LogLine]
+    assert out[0].after_updates == 4 and out[0].unwrap() == request and out[1] is line
