@@ -364,7 +364,13 @@ class Sampler:
             return
         job.results[row.index] = SequenceOut(row.tokens, row.logprobs, row.stop_reason or "length")
         job.rows_left -= 1
-        self.prefix.put(job.weights_key, job.prompt + row.tokens, row.cache)
+        # A scoring job (prompt logprobs: the cookbook's KL reference, on base weights nothing
+        # samples from) never reads the prefix cache (``_prefill`` skips the lookup for it), and
+        # under weights that are never dropped its entries were never forgotten either: every
+        # step's KL prompts stayed until the cache's budget was full (tbconsole bench soak: the
+        # runner's memory grew by ~4 MB a step for a hundred steps).
+        if not job.prompt_logprobs:
+            self.prefix.put(job.weights_key, job.prompt + row.tokens, row.cache)
         row.cache = None  # type: ignore[assignment]  # free KV memory now
         if job.rows_left == 0:
             results = [r for r in job.results if r is not None]

@@ -230,6 +230,18 @@ def test_prefix_cache_reuses_conversation_history(trained, tokenizer):
     np.testing.assert_allclose(seq.logprobs, lp, atol=1e-4, rtol=0)
 
 
+def test_scoring_leaves_nothing_in_the_prefix_cache(engine, service_client, base_model, tokenizer):
+    """compute_logprobs (the KL reference's, every step of an RL run) never reads the prefix
+    cache: its KV is not kept there, where it only took memory until the budget was full."""
+    prefix = engine.engine.sampler.prefix
+    before = list(prefix._entries)
+    base = service_client.create_sampling_client(base_model=base_model)
+    for i in range(3):
+        ids = tokenizer.encode(f"score {i}: " + "grep -rn TODO src/ " * 8, add_special_tokens=False)
+        base.compute_logprobs(types.ModelInput.from_ints(ids)).result()
+    assert list(prefix._entries) == before
+
+
 def test_checkpoint_ttl_and_names(trained, service_client):
     tc, _, _ = trained
     res = tc.save_state("ttl-ckpt", ttl_seconds=3600).result()
