@@ -74,7 +74,12 @@ class ProxyHttp:
         self.group = group
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self.errors])
+        # ``errors`` wraps each handler rather than being the app's middleware: aiohttp caches
+        # every (handler, app) pair it has wrapped in middlewares in a module-level cache of 1024
+        # entries, which kept every group's proxy (its trials and captured turns, renderers and
+        # sampling client) alive long after the group ended (tbconsole bench soak: one proxy more
+        # per step, none ever freed).
+        app = web.Application(client_max_size=self.max_body_bytes)
         routes = [
             ("POST", "/t/{trial}/v1/chat/completions", self._openai_completions),
             ("GET", "/t/{trial}/v1/models", self._models),
@@ -84,10 +89,16 @@ class ProxyHttp:
         ]
         for method, path, handler in routes:
             resource = app.router.add_resource(path)
-            resource.add_route(method, handler)
-            resource.add_route("*", self._method_not_allowed)
-        app.router.add_route("*", "/{tail:.*}", self._not_found)
+            resource.add_route(method, self._guarded(handler))
+            resource.add_route("*", self._guarded(self._method_not_allowed))
+        app.router.add_route("*", "/{tail:.*}", self._guarded(self._not_found))
         return app
+
+    def _guarded(self, handler: Any) -> Any:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            return await self.errors(request, handler)
+
+        return guarded
 
     @web.middleware
     async def errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
