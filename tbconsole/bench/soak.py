@@ -11,13 +11,14 @@ trial an agent (``OneCallAgent``) that makes one model call through the proxy fr
 sandbox and runs the command it gets back, then the task's tests score it. ``tbconsole attach``
 follows the run on a pseudo-terminal, as a user's console would.
 
-At each ``batch.ended`` the runner's and the console's resident memory, open file descriptors and
-threads are read from /proc, and the runner's open files are checked against the per-step
-folders: no descriptor may point into a finished step's captures, trial folders or trainer
-log-probs. The runner's event-loop lag is measured on its own loop: the runner process is
-``python -m tbconsole demo --headless …`` started through ``runner_main``, which only adds a
-ticker task (every 100 ms: how late it woke) to the process's main-thread event loops and writes
-each figure to a file. Per step: its p95.
+The runner's and the console's resident memory, open file descriptors and threads are read from
+/proc every ``POLL_S`` over each step's rollout; a step's figure is their floor (``StepSample``).
+At each ``batch.ended`` the runner's open files are checked against the per-step folders: a
+descriptor into a finished step's captures, trial folders or trainer log-probs that is still open
+at the next step's end was left open. The runner's event-loop lag is measured on its own loop:
+the runner process is ``python -m tbconsole demo --headless …`` started through ``runner_main``,
+which only adds a ticker task (every 100 ms: how late it woke) to the event loops the main thread
+runs and writes each figure to a file. Per step: its p95.
 
 The judgement compares medians of windows, never single samples: the steps around ``--early``
 (default step 20, after warm-up: imports, the first checkpoint, caches filling) against the last
