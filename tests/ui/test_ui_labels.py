@@ -23,7 +23,7 @@ async def test_one_step_number_everywhere(finished_events):
         assert f"step {last} · 3/3 trained" in rendered(app.screen.query_one("#header"), 200)
         assert app.screen.grid.border_title == f"trials · step {last}"
         assert rendered(app.screen.query_one("#rewards")).startswith(f"step {last} ")
-        assert f"step {last} · 3/3 batches" in rendered(app.screen.query_one("#replaybar"))
+        assert f"step {last} of 0–{last} " in rendered(app.screen.query_one("#replaybar"))
         assert f"latest: step {last}" in rendered(app.screen.query_one("#metrics"))
         gateway = rendered(app.screen.query_one("#gateway"))
         assert "not probed (run ended)" in gateway and "healthy" not in gateway

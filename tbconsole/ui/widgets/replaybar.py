@@ -11,9 +11,11 @@ from tbconsole.ui.widgets.base import palette_of
 
 
 def where_text(replay) -> str:
-    """The step the view is at (counted from 0, as everywhere) and how many batches are shown."""
+    """The step the view is at, among the steps the run sampled, both counted from 0 as everywhere
+    (`step 4 of 0–4`: a count of batches, `5/5`, read beside `4/20 trained` as a contradiction)."""
     step = replay.state.step
-    return f"step {'–' if step is None else step} · {replay.step_index()}/{len(replay.marks)} batches "
+    last = f"0–{len(replay.marks) - 1}" if replay.marks else "–"
+    return f"step {'–' if step is None else step} of {last} "
 
 
 class ReplayBar(Static):
