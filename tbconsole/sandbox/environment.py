@@ -15,23 +15,32 @@ What a task gets:
   nothing outside the sandbox is reachable, the model proxy included, so only agents that
   run on the host (oracle, terminus-2) can work on such tasks;
 - the task's ``memory_mb`` and ``cpus`` as cgroup limits where the kernel lets us create
-  cgroups; otherwise a warning in the trial log says they were not applied.
+  cgroups; otherwise a warning in the trial log says they were not applied;
+- the trial folder's ``agent/``, ``verifier/`` and artifacts folders bound at ``/logs/agent``,
+  ``/logs/verifier`` and ``/logs/artifacts`` (Harbor's mounts; ``auto_mounting=false`` turns
+  them off): what the agent logs is in the trial folder as it is written, so the console shows
+  a starting agent's log at once rather than after the agent ends, and Harbor skips the copies
+  out. The environment's ``mounts`` (binds only) are shown too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
 from harbor.models.trial.paths import EnvironmentPaths
+from pydantic import Field
 
 from tbconsole.sandbox.namespace import (
     DEFAULT_ROOT,
+    Bind,
     NamespaceSandbox,
     SandboxError,
     SandboxSpec,
@@ -50,6 +59,11 @@ class LocalSandboxOptions(EnvironmentOptions):
     """Working directory for tasks that do not set [environment] workdir."""
     host_paths: list[str] = []
     """Host folders shown read-only at the same path inside (e.g. a virtualenv with an agent)."""
+    auto_mounting: bool = Field(
+        default=True,
+        description="Bind the trial folder's agent/, verifier/ and artifacts folders inside, so "
+        "the agent's log is on the host as it is written (false: copied out after the agent).",
+    )
 
 
 class LocalSandbox(BaseEnvironment):
@@ -61,6 +75,9 @@ class LocalSandbox(BaseEnvironment):
         self._stopped.set()
         self._stopping: asyncio.Future | None = None
         self._started = False  # start() completed once: from then on, a missing sandbox is an error
+        # On unless asked otherwise (Harbor's default is off): the sandbox shares this machine's
+        # filesystem, so the binds cost nothing, and the console shows the agent's log live.
+        kwargs.setdefault("auto_mounting", True)
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -69,7 +86,7 @@ class LocalSandbox(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        return EnvironmentCapabilities(disable_internet=True)
+        return EnvironmentCapabilities(disable_internet=True, mounted=True)
 
     @property
     def _options(self) -> LocalSandboxOptions:
@@ -81,6 +98,13 @@ class LocalSandbox(BaseEnvironment):
         return self.task_env_config.workdir or self._options.workdir
 
     def _validate_definition(self) -> None:
+        for mount in self._host_mounts:
+            if mount.get("type", "bind") != "bind":
+                raise ValueError(
+                    f"The local sandbox shows host folders only (bind mounts); the "
+                    f"{mount.get('type')} mount at {mount.get('target')} needs a container "
+                    "environment (e.g. docker)."
+                )
         if self._options.ignore_image or (self.environment_dir / SETUP_SCRIPT).is_file():
             return
         image = self.task_env_config.docker_image
@@ -104,6 +128,7 @@ class LocalSandbox(BaseEnvironment):
             cpus=self._effective_cpus,
             root=Path(self._options.root) if self._options.root else DEFAULT_ROOT,
             host_paths=tuple(self._options.host_paths),
+            binds=self._binds(),
         )
         # A local, not self._sandbox: a stop() from elsewhere may take that one at any await.
         sandbox = self._sandbox = NamespaceSandbox(spec)
@@ -119,6 +144,42 @@ class LocalSandbox(BaseEnvironment):
         except BaseException:  # a failed or cancelled start leaves nothing behind either
             await asyncio.shield(self.stop(delete=True))
             raise
+
+    def _binds(self) -> tuple[Bind, ...]:
+        """Harbor's host mounts (empty with auto_mounting off and no explicit mounts); a missing
+        host folder is made, as Compose does unless a bind says create_host_path=false."""
+        binds = []
+        for mount in self._host_mounts:
+            source = Path(mount["source"])
+            if not source.exists() and mount.get("bind", {}).get("create_host_path", True):
+                source.mkdir(parents=True, exist_ok=True)
+            binds.append(Bind(str(source.resolve()), str(PurePosixPath(mount["target"])), bool(mount.get("read_only"))))
+        return tuple(binds)
+
+    async def prepare_logs_for_host(self) -> None:
+        # Harbor calls this instead of copying a bound log folder out.
+        await asyncio.to_thread(self._tidy_bound_folders)
+
+    def _tidy_bound_folders(self) -> None:
+        """Leave in the bound host folders what a copy out would have left: files owned by the
+        runner's user (not by the uid the agent ran as) and no FIFOs, sockets or device nodes,
+        on which a reader of the trial folder (Harbor, the console) would block."""
+        uid, gid = os.geteuid(), os.getegid()
+        for mount in self._host_mounts:
+            if mount.get("read_only") or not Path(mount["source"]).is_dir():
+                continue
+            # By folder descriptor, never by path: a process the agent left may still swap a
+            # folder for a symlink to elsewhere on the host, and root follows none of them here.
+            for _folder, dirs, files, fd in os.fwalk(mount["source"]):
+                for name in [*dirs, *files]:
+                    try:
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                            os.unlink(name, dir_fd=fd)
+                        elif (st.st_uid, st.st_gid) != (uid, gid):
+                            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+                    except OSError:
+                        continue  # gone meanwhile, or not ours to change: leave it as it is
 
     async def _run_setup_script(self) -> None:
         if not (self.environment_dir / SETUP_SCRIPT).is_file():
@@ -152,6 +213,9 @@ class LocalSandbox(BaseEnvironment):
         try:
             if sandbox is not None:
                 await sandbox.stop()
+                # Nothing inside runs any more: what the verifier (or a process the agent left)
+                # wrote into the bound folders is tidied as the agent's log was.
+                await asyncio.to_thread(self._tidy_bound_folders)
         finally:
             self._stopping = None
             self._stopped.set()

@@ -3,12 +3,12 @@ runs (overlay, mounts, the PID 1 that keeps them alive), and the command line of
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from tbconsole.sandbox.spec import BASE_ENV, SandboxSpec
+from tbconsole.sandbox.spec import BASE_ENV, Bind, SandboxSpec
 
 # Runs as PID 1 of the new namespaces, before chroot. $1..: merged upper work workdir root, then
-# the host paths to show read-only.
+# one "ro|rw source target" triple per bind.
 SETUP_SCRIPT = r"""
 set -e
 merged=$1 upper=$2 work=$3 workdir=$4 root=$5
@@ -22,12 +22,17 @@ mount -t tmpfs -o mode=1777 tmpfs "$merged/tmp"
 if [ -d "$merged$root" ]; then mount -t tmpfs -o mode=700 tmpfs "$merged$root"; fi
 if [ -d "$merged/var/tmp" ]; then mount -t tmpfs -o mode=1777 tmpfs "$merged/var/tmp"; fi
 shift 5
-for p in "$@"; do
-  mkdir -p "$merged$p" && mount --bind "$p" "$merged$p" && mount -o remount,bind,ro "$merged$p"
-done
 # The workdir starts empty even if the host has a folder of that name.
 rm -rf "$merged$workdir"
 mkdir -p "$merged$workdir" "$merged/logs"
+# Binds come last, so that nothing above removes through them what a host folder holds.
+while [ $# -ge 3 ]; do
+  mode=$1 src=$2 dst=$3
+  shift 3
+  if [ -d "$src" ]; then mkdir -p "$merged$dst"; else mkdir -p "$(dirname "$merged$dst")" && touch "$merged$dst"; fi
+  mount --bind "$src" "$merged$dst"
+  if [ "$mode" = ro ]; then mount -o remount,bind,ro "$merged$dst"; fi
+done
 ip link set lo up 2>/dev/null || true
 exec setpriv --pdeathsig KILL chroot "$merged" /bin/bash -c "$INIT_SCRIPT"
 """
@@ -60,10 +65,13 @@ def holder_argv(spec: SandboxSpec, merged: Path, upper: Path, work: Path) -> lis
     unshare = ["unshare", "--fork", "--kill-child", "--pid", "--mount", "--uts", "--ipc", "--propagation", "private"]
     if spec.isolate_network:
         unshare.append("--net")
-    host_paths = [str(Path(p).resolve()) for p in spec.host_paths]
+    binds = [Bind(str(Path(p).resolve()), str(Path(p).resolve()), read_only=True) for p in spec.host_paths]
+    # Outer targets first: a bind inside another one's target lands on top of it, not under it.
+    binds += sorted(spec.binds, key=lambda b: len(PurePosixPath(b.target).parts))
+    triples = [arg for b in binds for arg in ("ro" if b.read_only else "rw", b.source, b.target)]
     return [
         "setpriv", "--pdeathsig", "KILL", *unshare, "--", "/bin/sh", "-c", SETUP_SCRIPT,
-        "holder", str(merged), str(upper), str(work), spec.workdir, str(spec.root), *host_paths,
+        "holder", str(merged), str(upper), str(work), spec.workdir, str(spec.root), *triples,
     ]  # fmt: skip
 
 

@@ -27,6 +27,15 @@ class ExecOutcome:
     return_code: int
 
 
+@dataclass(frozen=True)
+class Bind:
+    """A host path shown inside at ``target``: what a Harbor environment's bind mounts ask for."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
 @dataclass
 class SandboxSpec:
     name: str
@@ -38,3 +47,7 @@ class SandboxSpec:
     # Host folders shown read-only at the same path inside, even where the sandbox hides the
     # host's view (/tmp, /var/tmp): e.g. the project's virtualenv, for agents run from it.
     host_paths: tuple[str, ...] = ()
+    # Host paths bound at their own targets, after the workdir is made: e.g. the trial folder's
+    # agent/ and verifier/ at /logs/agent and /logs/verifier, so what the agent writes there is
+    # on the host as it is written (the console tails it) instead of copied after the agent.
+    binds: tuple[Bind, ...] = ()

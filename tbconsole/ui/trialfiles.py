@@ -13,9 +13,11 @@ the console).
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,9 +55,22 @@ class TrialFiles:
     signature: tuple = ()  # (path, size, mtime) of what was read: reload when it changes
 
 
+def _open_file(path: Path):
+    """``path`` opened for reading if it is a regular file. Not blocking: the agent's folder is
+    bound into its sandbox while it runs, so it may hold a FIFO that no one writes to."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read(path: Path, limit: int = MAX_FILE) -> str | None:
     try:
-        with open(path, "rb") as handle:
+        with _open_file(path) as handle:
             data = handle.read(limit + 1)
     except OSError:
         return None
@@ -67,7 +82,7 @@ def _read(path: Path, limit: int = MAX_FILE) -> str | None:
 
 def _read_tail(path: Path, limit: int) -> str | None:
     try:
-        with open(path, "rb") as handle:
+        with _open_file(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             handle.seek(max(0, size - limit))
             data = handle.read(limit)

@@ -12,6 +12,7 @@ import pytest
 from tbconsole.enums import TrialOutcome
 from tbconsole.taskset import BUNDLED_TASKS_DIR, discover, load
 from tbconsole.trial import build_trial_config, run_trial
+from tbconsole.ui.trialfiles import load_trial_files
 
 from tests_support import pids_with
 
@@ -20,13 +21,16 @@ pytestmark = pytest.mark.root
 BUNDLED = discover(BUNDLED_TASKS_DIR)
 
 
-def _config(task_dir: Path, agent: str, trials_dir: Path, sandbox_root: Path):
+def _config(task_dir: Path, agent: str, trials_dir: Path, sandbox_root: Path, **kwargs):
     return build_trial_config(
         task_dir,
         agent=agent,
         trials_dir=trials_dir,
         trial_config={
-            "environment": {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"root": str(sandbox_root)}}
+            "environment": {
+                "import_path": "tbconsole.sandbox:LocalSandbox",
+                "kwargs": {"root": str(sandbox_root), **kwargs},
+            }
         },
     )
 
@@ -113,6 +117,66 @@ async def test_a_trial_is_judged_by_the_training_rule(tmp_path, sandbox_root):
     assert summary.outcome.status == TrialOutcome.AGENT_ERROR and not summary.ok
     assert summary.reward is None and "RewardFileNotFoundError" in summary.exception
     assert "outcome   AgentError" in summary.lines()
+
+
+async def test_the_agent_log_is_in_the_trial_folder_while_the_agent_runs(tmp_path, sandbox_root):
+    """The trial folder's agent/ is bound inside: the line the agent logs before it blocks is on
+    the host while it still runs. What the trial leaves is what copying out after it left."""
+    gate = tmp_path / "gate"  # shown read-only inside: the agent waits for the test to open it
+    gate.mkdir()
+    task = _slow_task(tmp_path)
+    (task / "solution" / "solve.sh").write_text(
+        # A log written by another user, and a FIFO no one writes to: the trial folder ends up
+        # with what a copy would have made of them (owned by the runner's user; no FIFO), and
+        # the console reads past the FIFO while the agent runs.
+        "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo mine > /logs/agent/nobody.txt'\n"
+        "mkfifo /logs/agent/pipe.txt\n"
+        f"echo 'agent started'\nuntil [ -e {gate}/open ]; do sleep 0.05; done\n"
+        "echo solved > /app/answer\necho 'agent done'\n"
+    )
+    (task / "tests" / "test.sh").write_text(
+        "echo \"answer: $(cat /app/answer)\"\necho 'to stderr' >&2\necho 1 > /logs/verifier/reward.txt\n"
+    )
+    live_dir = tmp_path / "live"
+    running = asyncio.create_task(run_trial(_config(task, "oracle", live_dir, sandbox_root, host_paths=[str(gate)])))
+    seen = ""
+    for _ in range(2400):  # until the line shows (or the trial ends without it: then it fails below)
+        log = next(live_dir.glob("*/agent/oracle.txt"), None)
+        seen = log.read_text() if log is not None else ""
+        if "agent started" in seen or running.done():
+            break
+        await asyncio.sleep(0.05)
+    assert seen == "agent started\n" and not running.done()
+    console = load_trial_files(log.parent.parent)  # what the transcript screen shows meanwhile
+    assert ("agent/oracle.txt", "agent started\n") in console.agent_logs
+    assert ("agent/nobody.txt", "mine\n") in console.agent_logs
+    (gate / "open").touch()
+    live = await running
+
+    copied_dir = tmp_path / "copied"  # the same trial with the folders copied out afterwards
+    copied = await run_trial(
+        _config(task, "oracle", copied_dir, sandbox_root, host_paths=[str(gate)], auto_mounting=False)
+    )
+    for summary in (live, copied):
+        assert summary.exception is None, summary.exception
+        assert summary.reward == 1.0 and summary.outcome.status == TrialOutcome.SUBMITTED
+    assert _left(live.trial_dir) == _left(copied.trial_dir)
+    assert (live.trial_dir / "agent" / "oracle.txt").read_text() == "agent started\nagent done\n"
+    assert sorted(p.name for p in (live.trial_dir / "agent").iterdir()) == ["nobody.txt", "oracle.txt"]
+    assert (live.trial_dir / "verifier" / "test-stdout.txt").read_text() == "answer: solved\nto stderr\n"
+
+
+def _left(trial_dir: Path) -> dict:
+    """What a trial left that does not differ by run: its agent, verifier and artifacts files, who
+    owns them, the verifier's result. Not the artifacts manifest: Harbor records an empty bound
+    artifacts folder as "empty" where it records a copied one as "ok"."""
+    result = json.loads((trial_dir / "result.json").read_text())
+    files = {
+        str(p.relative_to(trial_dir)): (p.read_bytes() if p.is_file() else None, p.stat().st_uid, p.stat().st_gid)
+        for p in sorted(trial_dir.rglob("*"))
+        if p.parts[len(trial_dir.parts)] in ("agent", "verifier", "artifacts") and p.name != "manifest.json"
+    }
+    return {"files": files, "verifier_result": result["verifier_result"], "exception": result["exception_info"]}
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

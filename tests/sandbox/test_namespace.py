@@ -13,6 +13,7 @@ import pytest
 
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.namespace import (
+    Bind,
     NamespaceSandbox,
     SandboxError,
     SandboxSpec,
@@ -148,6 +149,31 @@ async def test_host_paths_are_visible_read_only_even_under_hidden_tmp(root, tmp_
         assert (await box.exec("ls -A /tmp | wc -l")).stdout.strip() != b"0"  # only the bind's parents
     finally:
         await box.stop()
+
+
+async def test_binds_show_host_folders_writable_and_survive_the_workdir_reset(root, tmp_path):
+    logs, workdir, inner = tmp_path / "logs", tmp_path / "work", tmp_path / "inner"
+    for folder in (logs, workdir, inner):
+        folder.mkdir()
+    (workdir / "kept").write_text("host file\n")
+    binds = (
+        Bind(str(inner), "/logs/agent/inner"),  # inside the last one's target: bound after it
+        Bind(str(workdir), "/app/sub", read_only=True),
+        Bind(str(logs), "/logs/agent"),
+    )
+    box = NamespaceSandbox(SandboxSpec(name="rw-binds", root=root, workdir="/app", binds=binds))
+    await box.start()
+    try:
+        r = await box.exec("echo live > /logs/agent/out.txt && cat /app/sub/kept && echo in > /logs/agent/inner/x")
+        assert r.return_code == 0, r.stderr
+        assert (logs / "out.txt").read_text() == "live\n"  # on the host before the sandbox ends
+        assert (inner / "x").read_text() == "in\n"
+        r = await box.exec("touch /app/sub/new 2>/dev/null || echo read-only")
+        assert r.stdout == b"read-only\n"
+    finally:
+        await box.stop()
+    # The sandbox is gone, the host folders and what was written into them stay.
+    assert (workdir / "kept").read_text() == "host file\n" and (logs / "out.txt").exists()
 
 
 async def test_writes_stay_inside(sandbox):
