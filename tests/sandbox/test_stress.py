@@ -8,7 +8,6 @@ import asyncio
 import logging
 import os
 import random
-import time
 import uuid
 from pathlib import Path
 
@@ -172,7 +171,6 @@ async def test_random_cancels_and_stops_leave_nothing(via, root, tmp_path, async
     rnd = random.Random(4242)
     kinds = ["cancel_start", "stop_during_start", "cancel_exec", "stop_during_exec", "cancel_stop"]
     token = uuid.uuid4().hex[:6]  # in every sandbox's name, so in its folder and cgroup names
-    began = time.monotonic()
     for iteration in range(ITERATIONS):
         boxes = [
             _Subject(via, f"st{token}-{iteration}-{i}", root, 256 if rnd.random() < 0.7 else None, tmp_path)
@@ -189,7 +187,6 @@ async def test_random_cancels_and_stops_leave_nothing(via, root, tmp_path, async
         assert processes_of(root) == [], f"iteration {iteration} {chosen}"
         assert cgroups_of({token}) == [], f"iteration {iteration} {chosen}"
     assert not [m for m in asyncio_warnings if "already read" in m or "Unknown child" in m]
-    assert time.monotonic() - began < 40
 
 
 async def test_concurrent_exit_codes_stay_exact(root, asyncio_warnings):
