@@ -237,7 +237,9 @@ async def test_prompts_survive_refusals_and_edits_between_turns(harness, rendere
 
 def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path):
     """End to end over random conversations: conversion cache + incremental render + the
-    capture's prompt sharing give, for every turn, exactly the full render of that request."""
+    capture's prompt sharing give, for every turn, exactly the full render of that request.
+    Token continuity is off here: with it on, a request that echoes the sampled reply ("ok") is
+    spliced from the sampled tokens on purpose, not rendered (tests/proxy/test_continuity.py)."""
     import itertools
 
     from hypothesis import HealthCheck, given, settings
@@ -279,7 +281,7 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
         st.tuples(st.integers(0, 6), message).map(lambda x: ("edit", x)),
     )
     counter = itertools.count()
-    harness = make_harness(renderer, tmp_path / "capture")
+    harness = make_harness(renderer, tmp_path / "capture", continuity=False)
     with ThreadedProxy(harness) as threaded, httpx.Client(timeout=30) as http:
 
         @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
