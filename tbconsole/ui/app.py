@@ -39,16 +39,11 @@ from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
 from tbconsole.ui.present import ADVISORY_FRESH_S, runner_over
 from tbconsole.ui.sanitize import one_line
-from tbconsole.ui.screens.advisories import AdvisoriesScreen
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
-from tbconsole.ui.screens.find import FindScreen
-from tbconsole.ui.screens.group import GroupScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
-from tbconsole.ui.screens.timeline import TimelineScreen
-from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import FileReplay, LeaseWatch, NoControls, Replay, allowed_commands
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 
@@ -291,6 +286,11 @@ class ConsoleApp(App[int]):
             self.state.mark_changed("header", "gateway", "trials")
         elif self.runner is not None and self.runner.state is RunnerState.GONE:
             self.state.mark_changed("header")  # "last seen N s ago" goes on counting
+        # The drill-down screens are imported when first needed, off the first frame's path
+        # (about 0.1 s of imports); this, a second after start, is usually that first time.
+        from tbconsole.ui.screens.advisories import AdvisoriesScreen
+        from tbconsole.ui.screens.transcript import TranscriptScreen
+
         screen = self.screen
         if isinstance(screen, (TranscriptScreen, AdvisoriesScreen)):
             screen.on_second()
@@ -533,6 +533,8 @@ class ConsoleApp(App[int]):
     # -- advisories (v) ----------------------------------------------------------------------
 
     def open_advisories(self) -> None:
+        from tbconsole.ui.screens.advisories import AdvisoriesScreen
+
         self._push_kept("advisories", AdvisoriesScreen)
 
     def _notify_advisories(self) -> None:
@@ -565,6 +567,8 @@ class ConsoleApp(App[int]):
         t = self.state.trials.get(trial)
         if t is not None and t.trial_dir:
             self.trial_dirs[trial] = t.trial_dir
+        from tbconsole.ui.screens.transcript import TranscriptScreen
+
         self.push_screen(TranscriptScreen(trial))
 
     def open_group(self, trial: str) -> None:
@@ -573,13 +577,19 @@ class ConsoleApp(App[int]):
         if t is None or (t.step, t.group) not in self.state.groups:
             self.notify("that trial's group is no longer in memory", severity="warning", timeout=3)
             return
+        from tbconsole.ui.screens.group import GroupScreen
+
         self.push_screen(GroupScreen(t.step, t.group, trial))
 
     def open_find(self) -> None:
+        from tbconsole.ui.screens.find import FindScreen
+
         self.push_screen(FindScreen())
 
     def open_timeline(self) -> None:
         """``w``: the waterfall of the current step, or of the step being replayed."""
+        from tbconsole.ui.screens.timeline import TimelineScreen
+
         screen = TimelineScreen.for_run(self)
         if screen is None:
             self.notify("no run yet: nothing to show on a timeline", severity="warning", timeout=3)
