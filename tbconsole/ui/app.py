@@ -89,8 +89,10 @@ class ConsoleApp(App[int]):
         drain_budget_s: float = 0.02,
         on_first_frame: Callable[[], None] | None = None,
         lease: LeaseWatch | None = None,
+        label: str | None = None,
     ):
         super().__init__()
+        self._label = label  # what the header calls the mode, when not the mode's own name
         self.state = RunState()
         self.inbox = BellInbox()  # notes the live events that ring the bell (decision, failure)
         self.source = source
@@ -165,6 +167,8 @@ class ConsoleApp(App[int]):
 
     @property
     def mode_label(self) -> str:
+        if self._label is not None:
+            return self._label
         return {"live": "", "attach": "attached", "replay": "replay", "demo": "demo"}.get(self.mode, self.mode)
 
     # -- lifecycle -----------------------------------------------------------------------

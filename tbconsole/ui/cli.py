@@ -166,8 +166,16 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
         print(f"tbconsole attach: --size {size!r}: expected COLSxROWS, e.g. 140x44", file=sys.stderr)
         return 2
 
+    # A run still going is shot as it stands: the header says [live], not [replay].
+    from tbconsole.lease import RunnerState, read_lease
+    from tbconsole.ui.source import run_has_ended
+
+    run_dir = events_file.parent
+    going = not run_has_ended(run_dir) or read_lease(run_dir).state is RunnerState.LIVE
+    label = "live" if going else "replay"
+
     async def shoot() -> str:
-        app = ConsoleApp(replay=FileReplay.open(events_file), theme=theme)
+        app = ConsoleApp(replay=FileReplay.open(events_file), theme=theme, label=label)
         async with app.run_test(size=(cols, rows)) as pilot:
             await pilot.pause(0.5)
             return app.export_screenshot(title=f"tbconsole · {events_file.parent.name}")

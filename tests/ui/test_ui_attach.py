@@ -126,7 +126,18 @@ def test_attach_screenshot_writes_the_replayed_console_as_svg(tmp_path):
     assert proc.returncode == 0, proc.stderr
     svg = out.read_text()
     assert svg.startswith("<svg") and "DONE" in svg and "rewards" in svg
+    assert "[replay]" in svg and "[live]" not in svg
     assert [p.name for p in out.parent.iterdir()] == ["run.svg"]  # no temporary file left
+    # A run still going (this one waits for a decision) is shot as live, not as a replay.
+    live = tmp_path / "live.svg"
+    shot = subprocess.run(
+        [sys.executable, "-m", "tbconsole", "attach", str(FIXTURES / "awaiting"), "--screenshot", str(live)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.returncode == 0, shot.stderr
+    assert "[live]" in live.read_text() and "[replay]" not in live.read_text()
     bad = subprocess.run(
         [
             sys.executable,
