@@ -163,6 +163,18 @@ def _codec(tp: Any) -> tuple[Encode, Decode]:
             lambda v: deque(items_from(v[1]), maxlen=_bound(v[0])),
         )
     if origin is tuple:
+        plain = [_plain_types(a) for a in args]
+        if all(t is not None for t in plain):  # a trial's turns: thousands, checked in one pass
+            wanted = tuple(t for t in plain if t is not None)
+
+            def plain_tuple_from(values: Any) -> tuple:
+                if not isinstance(values, list) or len(values) != len(wanted):
+                    raise TypeError(f"{values!r} is not a {tp!r}")
+                if not all(map(isinstance, values, wanted)):
+                    raise TypeError(f"{values!r} is not a {tp!r}")
+                return tuple(values)
+
+            return None, plain_tuple_from
         parts = [_codec(a) for a in args]
 
         def tuple_from(values: Any) -> tuple:
