@@ -18,6 +18,9 @@ def test_console_handlers_drop_colours_and_warnings_and_the_file_keeps_them(tmp_
     logs = logging.FileHandler(tmp_path / "logs.log")
     root = logging.getLogger()
     root.addHandler(logs)
+    # An in-process run earlier in the session turned warnings capture on and pytest has since put
+    # its own showwarning back: start from capture off, as a runner process does.
+    logging.captureWarnings(False)
     try:
         _quiet_console_logging()
         library.warning("Provider List: \x1b[1;31mhttps://docs\x1b[0m")
