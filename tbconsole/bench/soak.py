@@ -31,20 +31,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import platform
-import pty
 import select
 import shlex
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tbconsole.bench import attach_on_pty
 from tbconsole.runfolder import CAPTURE_DIR, TRAINER_LOGPROBS_DIR, TRIALS_DIR, RunFolder, step_name
 
 LAG_ENV = "TBCONSOLE_SOAK_LAG_FILE"  # runner_main: where the loop-lag ticker writes
@@ -243,20 +240,7 @@ class Console:
 
     def __init__(self, log_path: Path) -> None:
         cols, rows = ATTACH_SIZE
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tbconsole", "attach", str(log_path)],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            close_fds=True,
-            start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
-        )
-        os.close(slave)
+        self.master, self.proc = attach_on_pty(log_path, cols, rows)
         self.drawn = 0
         self._done = threading.Event()
         self._reader = threading.Thread(target=self._drain, name="soak-console-drain", daemon=True)

@@ -32,18 +32,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
 import math
 import os
 import pty
 import re
 import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +49,7 @@ from typing import NamedTuple
 
 from rich.cells import cell_len, get_character_cell_size
 
+from tbconsole.bench import attach_on_pty
 from tbconsole.runfolder import RunFolder
 
 
@@ -320,22 +318,7 @@ class AttachedConsole:
         cols, rows = SIZE
         self.screen = Terminal(cols, rows)
         self.unread = b""  # what arrived since the last frame ended
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tbconsole", "attach", *args, str(log_path)],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            close_fds=True,
-            start_new_session=True,
-            # The pty is its controlling terminal, as a real one is: if this process dies, the
-            # console is hung up instead of spinning on a dead terminal.
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
-        )
-        os.close(slave)
+        self.master, self.proc = attach_on_pty(log_path, cols, rows, args)
 
     def read(self, timeout: float) -> float | None:
         """Take what the console wrote within ``timeout``: when it arrived, if a frame ended in it.
