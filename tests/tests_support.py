@@ -1,6 +1,10 @@
 """Small helpers shared by tests."""
 
 import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,53 @@ def need_tmux() -> None:
 
     if shutil.which("tmux") is None:
         missing("tmux is not installed", "Install it: apt-get install tmux.")
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: Callable[[], str]) -> None:
+    """Poll ``predicate`` until it holds; fail with ``what()`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(what())
+
+
+class TmuxServer:
+    """A tmux server of the test's own (its own socket), so that one test ending its last session,
+    which stops that server, never races another test starting a session on a shared one
+    ("server exited unexpectedly")."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        need_tmux()
+        self.socket = f"tbc-{uuid.uuid4().hex[:8]}"
+        self.env = env
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, env=self.env, check=check
+        ).stdout
+
+    def start(self, name: str, command: str, cwd: Path | None = None, width: int = 160, height: int = 50) -> int:
+        """``command`` in a new terminal of ``width`` x ``height``, sized by the terminal alone (no
+        COLUMNS/LINES); returns its pid (the command replaces the shell)."""
+        where = ["-c", str(cwd)] if cwd is not None else []
+        self("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), *where,
+             f"exec env -u COLUMNS -u LINES {command}")  # fmt: skip
+        return int(self("list-panes", "-t", name, "-F", "#{pane_pid}").split()[0])
+
+    def screen(self, name: str) -> str:
+        return self("capture-pane", "-t", name, "-p", check=False)
+
+    def keys(self, name: str, *keys: str) -> None:
+        self("send-keys", "-t", name, *keys)
+
+    def wait_for(self, name: str, text: str, timeout: float = 20.0) -> str:
+        wait_until(lambda: text in self.screen(name), timeout, lambda: f"{text!r} not on screen:\n{self.screen(name)}")
+        return self.screen(name)
+
+    def kill(self) -> None:
+        self("kill-server", check=False)
 
 
 def pids_with(marker: str) -> list[int]:

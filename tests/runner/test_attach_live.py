@@ -4,39 +4,14 @@ pauses the run after its batch, `p` again resumes it."""
 import os
 import subprocess
 import sys
-import time
-import uuid
 
 import pytest
 
 from tbconsole.events import ControlChanged, read_events
 
-from tests_support import need_tmux
+from tests_support import TmuxServer, wait_until
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-
-
-@pytest.fixture(autouse=True)
-def _tmux_present():
-    need_tmux()
-
-
-def _screen(name: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-t", name, "-p"], capture_output=True, text=True).stdout
-
-
-def _wait(predicate, timeout: float, what: str) -> None:
-    """Poll ``predicate`` until it holds; fail with ``what()`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(what())
-
-
-def _wait_screen(name: str, text: str, timeout: float) -> None:
-    _wait(lambda: text in _screen(name), timeout, lambda: f"{text!r} not on screen:\n{_screen(name)}")
 
 
 def _states(log) -> list[str]:
@@ -65,32 +40,18 @@ def test_attach_pauses_and_resumes_a_real_run(tmp_path):
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    name = f"tbc-{uuid.uuid4().hex[:8]}"
+    tmux = TmuxServer()
     try:
-        _wait((log / "events.jsonl").exists, 120, lambda: "the run wrote no events.jsonl")
-        subprocess.run(
-            [
-                "tmux",
-                "new-session",
-                "-d",
-                "-s",
-                name,
-                "-x",
-                "120",
-                "-y",
-                "36",
-                f"env -u COLUMNS -u LINES {sys.executable} -m tbconsole attach {log}",
-            ],
-            check=True,
-        )
-        _wait_screen(name, "p Pause", 30)
-        subprocess.run(["tmux", "send-keys", "-t", name, "p"], check=True)
-        _wait_screen(name, "PAUSED", 300)  # the run finished and trained its batch, then stopped
+        wait_until((log / "events.jsonl").exists, 120, lambda: "the run wrote no events.jsonl")
+        tmux.start("attach", f"{sys.executable} -m tbconsole attach {log}", width=120, height=36)
+        tmux.wait_for("attach", "p Pause", 30)
+        tmux.keys("attach", "p")
+        tmux.wait_for("attach", "PAUSED", 300)  # the run finished and trained its batch, then stopped
         assert _states(log)[-2:] == ["pausing", "paused"]
         events = list(read_events(log / "events.jsonl"))
         paused_at = max(i for i, e in enumerate(events) if isinstance(e, ControlChanged) and e.state == "paused")
         assert any(e.kind == "step.metrics" and e.step == 0 for e in events[:paused_at])
-        subprocess.run(["tmux", "send-keys", "-t", name, "p"], check=True)  # resume
+        tmux.keys("attach", "p")  # resume
         out, _ = run.communicate(timeout=600)
         assert run.returncode == 0, out[-3000:]
         events = list(read_events(log / "events.jsonl"))
@@ -102,6 +63,6 @@ def test_attach_pauses_and_resumes_a_real_run(tmp_path):
         assert step1 and min(step1) > resumed_at
         assert [e.status for e in events if e.kind == "run.ended"] == ["done"]
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        tmux.kill()
         if run.poll() is None:
             run.kill()
