@@ -17,8 +17,8 @@ from tbconsole.enums import ControlState, RunStatus
 from tbconsole.events import LogLine
 from tbconsole.lease import RunnerState, read_lease
 
-from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait, wait_mid_batch
-from tests_support import pids_with, sandbox_cgroups_of
+from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait_mid_batch
+from tests_support import pids_with, sandbox_cgroups_of, wait_until
 
 
 async def _signal(signum: int, handled=None) -> None:
@@ -89,5 +89,5 @@ def test_sigterm_mid_batch_stops_a_headless_run_cleanly_with_nothing_left(tmp_pa
     assert "Traceback" not in out
     assert assert_stopped_cleanly(log, "stopped on SIGTERM") == step + 1  # the batch in flight was trained
     assert read_lease(log).state is RunnerState.ENDED
-    wait(lambda: pids_with(str(sandbox_root)) == [], 10, lambda: "sandbox processes left")
+    wait_until(lambda: pids_with(str(sandbox_root)) == [], 10, lambda: "sandbox processes left")
     assert sandbox_cgroups_of(run.pid) == []
