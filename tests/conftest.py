@@ -72,6 +72,24 @@ def tb2_sample() -> Path:
     return path
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The slowest test files (setup, call and teardown summed): where the suite's time goes, so
+    that a file growing past its share shows in every CI log."""
+    per_file: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            duration = getattr(report, "duration", None)
+            nodeid = getattr(report, "nodeid", "")
+            if duration is not None and nodeid:
+                file = nodeid.split("::")[0]
+                per_file[file] = per_file.get(file, 0.0) + duration
+    slowest = sorted(per_file.items(), key=lambda kv: -kv[1])[:15]
+    if slowest:
+        terminalreporter.write_sep("=", f"slowest files (of {len(per_file)}; {sum(per_file.values()):.0f} s in all)")
+        for file, seconds in slowest:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {file}")
+
+
 def pytest_sessionfinish(session, exitstatus):
     # SDK clients of engines that tests already stopped keep a heartbeat thread that would log
     # "connection error" warnings at interpreter exit, after the test summary.
