@@ -34,7 +34,7 @@ from tbconsole.state.snapshot import (
     read_snapshot,
     restore,
 )
-from tbconsole.ui.synthetic import synthetic_run, write_jsonl
+from tbconsole.synthetic.run import synthetic_run, write_jsonl
 
 STEPS = 10
 

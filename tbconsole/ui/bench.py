@@ -193,7 +193,7 @@ def run(args) -> int:
     if args.transcript:
         return 0 if run_transcript_bench() else 1
     from tbconsole.state import reduce_all
-    from tbconsole.ui.synthetic import flood, write_jsonl
+    from tbconsole.synthetic.run import flood, write_jsonl
 
     events = list(flood(args.events))
     n = len(events)
@@ -484,7 +484,7 @@ def in_flight(events) -> list:
 
 
 def run_live(cycles: int, steps: int) -> int:
-    from tbconsole.ui.synthetic import synthetic_run, write_jsonl
+    from tbconsole.synthetic.run import synthetic_run, write_jsonl
 
     runs: dict[str, dict[str, list[float | None]]] = {}
     loads: dict[str, tuple[float, float]] = {}

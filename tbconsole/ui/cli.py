@@ -223,9 +223,9 @@ def run_console(bus, control, theme: str | None = None, *, work: Callable[[], Aw
 
 def _demo_events(args: argparse.Namespace) -> int:
     from tbconsole.events import EventBus
+    from tbconsole.synthetic.run import synthetic_run
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.source import Replay
-    from tbconsole.ui.synthetic import synthetic_run
 
     if args.replay:
         events = list(synthetic_run(steps=args.steps, error_at=(1, 2), pause_after=0, seed=args.seed))
@@ -241,7 +241,7 @@ def _demo_events(args: argparse.Namespace) -> int:
 
     async def work() -> str:
         from tbconsole.control import ControlInbox
-        from tbconsole.ui.synthetic import SyntheticCaptures, play
+        from tbconsole.synthetic.run import SyntheticCaptures, play
 
         inbox = asyncio.create_task(ControlInbox(args.log_path, control).run())  # for `attach` from elsewhere
         try:

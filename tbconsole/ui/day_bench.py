@@ -35,6 +35,8 @@ from tbconsole.events import BatchStarted, Event, EventsReader, ProxyRequest
 from tbconsole.runfolder import CAPTURE_DIR, RunFolder
 from tbconsole.state import RunState, reduce
 from tbconsole.state.snapshot import code_version, write_snapshot
+from tbconsole.synthetic.captures import SyntheticCaptures
+from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.bench import (
     ESCAPE,
     KEY_CYCLE,
@@ -47,8 +49,6 @@ from tbconsole.ui.bench import (
     in_flight,
     press_keys,
 )
-from tbconsole.ui.synthcapture import SyntheticCaptures
-from tbconsole.ui.synthetic import synthetic_run
 from tbconsole.ui.transcript_bench import tool_output
 
 BUILD = 1  # how the folder is built: a cached folder of another build is built again

@@ -33,8 +33,8 @@ from tbconsole.events import (
     TrialPhase,
 )
 from tbconsole.runfolder import RunFolder
-from tbconsole.ui.synthcapture import SyntheticCaptures
-from tbconsole.ui.synthetic import T0, write_jsonl
+from tbconsole.synthetic.captures import SyntheticCaptures
+from tbconsole.synthetic.run import T0, write_jsonl
 
 TRIAL = "long-task.s0g0t0"
 OPEN_TARGET_S = 0.3

@@ -14,7 +14,6 @@ the console).
 from __future__ import annotations
 
 import errno
-import glob
 import json
 import os
 import stat
@@ -24,6 +23,7 @@ from typing import Any
 
 from tbconsole.capturefile import read_records
 from tbconsole.runfolder import RunFolder
+from tbconsole.tokenizerfile import tokenizer_path
 
 MAX_FILE = 2 << 20  # bytes read from any one file
 AGENT_LOG_TAIL = 32 << 10  # bytes shown of each agent log: its end says how the agent stopped
@@ -263,22 +263,6 @@ def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
         CaptureTurn(turn=r.turn, output=list(r.output), logprobs=list(r.logprobs), stop_reason=r.stop_reason)
         for r in read_records(path)
     ]
-
-
-def tokenizer_path(model_name: str | None) -> str | None:
-    """A ``tokenizer.json`` for the model: ``$TBCONSOLE_TOKENIZER``, the Hugging Face cache, or
-    the local engine's bundled tokenizer (whichever is found first)."""
-    candidates = []
-    if os.environ.get("TBCONSOLE_TOKENIZER"):
-        candidates.append(os.environ["TBCONSOLE_TOKENIZER"])
-    if model_name and "/" in model_name:
-        hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
-            os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
-        )
-        org, name = model_name.split("/", 1)
-        candidates += sorted(glob.glob(os.path.join(hub, f"models--{org}--{name}", "snapshots", "*", "tokenizer.json")))
-    candidates.append(str(Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer" / "tokenizer.json"))
-    return next((path for path in candidates if os.path.isfile(path)), None)
 
 
 class TokenDecoder:

@@ -6,7 +6,7 @@ from tbconsole import events as ev
 from tbconsole.advisories import replay
 from tbconsole.advisories.disk import FILLING
 from tbconsole.advisories.facts import DiskSample, RunFolderSize
-from tbconsole.ui.synthetic import synthetic_run
+from tbconsole.synthetic.run import synthetic_run
 
 from conftest import raised
 

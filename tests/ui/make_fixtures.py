@@ -5,7 +5,7 @@ capture files (``record_finished``) in a folder of its own."""
 
 from pathlib import Path
 
-from tbconsole.ui.synthetic import record_run, synthetic_run, write_jsonl
+from tbconsole.synthetic.run import record_run, synthetic_run, write_jsonl
 
 HERE = Path(__file__).parent / "fixtures"
 FINISHED = {"error_at": (1, 2), "pause_after": 0}

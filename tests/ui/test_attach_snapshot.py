@@ -10,8 +10,8 @@ from tbconsole.events import BatchStarted
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import SnapshotWriter, encode
+from tbconsole.synthetic.run import synthetic_run, write_jsonl
 from tbconsole.ui.cli import attach_app
-from tbconsole.ui.synthetic import synthetic_run, write_jsonl
 
 from conftest import wait_for
 

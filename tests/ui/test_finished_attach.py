@@ -14,12 +14,12 @@ from tbconsole.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state import snapshot as snapshot_module
 from tbconsole.state.snapshot import encode, write_snapshot
+from tbconsole.synthetic.run import synthetic_run, write_jsonl
 from tbconsole.timeline import StepReader
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.cli import closing_summary
 from tbconsole.ui.present import exit_summary
 from tbconsole.ui.source import FileReplay, Replay, index_steps, step_marks
-from tbconsole.ui.synthetic import synthetic_run, write_jsonl
 
 from conftest import wait_for
 

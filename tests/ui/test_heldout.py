@@ -20,11 +20,11 @@ from tbconsole.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import decode as decode_snapshot
 from tbconsole.state.snapshot import encode as encode_snapshot
+from tbconsole.synthetic.run import HELDOUT_TASKS, record_run, synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import Replay
-from tbconsole.ui.synthetic import HELDOUT_TASKS, record_run, synthetic_run
 from tbconsole.ui.trained import trial_training
 
 from conftest import T_FIXED, wait_for

@@ -24,6 +24,8 @@ from tbconsole.inert import CONTROL
 from tbconsole.lease import RunnerState, read_lease
 from tbconsole.runner.progress import ProgressLog
 from tbconsole.state import reduce_all
+from tbconsole.synthetic.captures import SyntheticCaptures
+from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.present import exit_summary
 from tbconsole.ui.screens.advisories import AdvisoriesScreen
@@ -31,8 +33,6 @@ from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import ListSource
-from tbconsole.ui.synthcapture import SyntheticCaptures
-from tbconsole.ui.synthetic import synthetic_run
 
 from conftest import wait_for
 

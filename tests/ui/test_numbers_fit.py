@@ -6,6 +6,7 @@ import re
 import pytest
 from textual.geometry import Region
 
+from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.present import (
     BYTE_UNITS,
@@ -19,7 +20,6 @@ from tbconsole.ui.present import (
 )
 from tbconsole.ui.screens.main import PANELS
 from tbconsole.ui.source import ListSource
-from tbconsole.ui.synthetic import synthetic_run
 from tbconsole.ui.widgets.base import columns
 from tbconsole.ui.widgets.header import RunHeader
 from tbconsole.ui.widgets.trials import TrialsGrid

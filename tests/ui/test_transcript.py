@@ -10,12 +10,12 @@ from tbconsole.capturefile import read_records
 from tbconsole.events import EventBus, ProxyRequest, TrialEnded
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import reduce_all
+from tbconsole.synthetic.captures import SyntheticCaptures
+from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import BusSource, Replay
-from tbconsole.ui.synthcapture import SyntheticCaptures
-from tbconsole.ui.synthetic import synthetic_run
 from tbconsole.ui.transcript_bench import TRIAL, long_trial_run
 from tbconsole.ui.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles

@@ -8,6 +8,8 @@ import pytest
 
 from tbconsole.control import RunControl
 from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhase
+from tbconsole.synthetic.captures import SyntheticCaptures
+from tbconsole.synthetic.run import flood, play, synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.filters import did_not_submit
 from tbconsole.ui.present import METRIC_ROWS
@@ -17,8 +19,6 @@ from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import BusSource, ListSource, LocalControls, Replay
-from tbconsole.ui.synthcapture import SyntheticCaptures
-from tbconsole.ui.synthetic import flood, play, synthetic_run
 
 from conftest import T_FIXED, rendered, wait_for
 

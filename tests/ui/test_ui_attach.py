@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tbconsole.events import ControlChanged, read_events
-from tbconsole.ui.synthetic import record_run
+from tbconsole.synthetic.run import record_run
 
 from conftest import FIXTURES
 from tests_support import TmuxServer

@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from tbconsole.events import GroupEnded
+from tbconsole.synthetic.run import HOSTILE
 from tbconsole.ui import plotmath
 from tbconsole.ui.sanitize import one_line, plain, text
-from tbconsole.ui.synthetic import HOSTILE
 from tbconsole.ui.trialfiles import (
     TokenDecoder,
     capture_path,
@@ -337,7 +337,7 @@ def test_every_metric_and_counter_is_explained():
 def test_plain_parts_of_the_ui_do_not_import_textual():
     modules = [
         "tbconsole.state",
-        "tbconsole.ui.synthetic",
+        "tbconsole.synthetic.run",
         "tbconsole.ui.plotmath",
         "tbconsole.ui.sanitize",
         "tbconsole.ui.source",

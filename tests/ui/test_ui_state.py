@@ -27,9 +27,9 @@ from tbconsole.events import (
     read_events,
 )
 from tbconsole.state import KEEP_STEPS, MAX_TEXT, RunState, reduce, reduce_all
+from tbconsole.synthetic.run import T0, flood, synthetic_run
 from tbconsole.ui.filters import trial_matches
 from tbconsole.ui.present import format_count, format_duration, progress_text, status_label
-from tbconsole.ui.synthetic import T0, flood, synthetic_run
 
 from conftest import FIXTURES, recorded_runs
 
@@ -425,7 +425,7 @@ def test_synthetic_stream_is_deterministic_and_ordered():
 
 def test_fixtures_are_current():
     """The recorded synthetic fixtures match the generator (regenerate with tests/ui/make_fixtures.py)."""
-    from tbconsole.ui.synthetic import write_jsonl  # noqa: F401 - documents where they come from
+    from tbconsole.synthetic.run import write_jsonl  # noqa: F401 - documents where they come from
 
     recorded = (FIXTURES / "finished" / "events.jsonl").read_text().splitlines()
     assert recorded == [e.to_json() for e in synthetic_run(error_at=(1, 2), pause_after=0)]

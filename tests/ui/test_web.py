@@ -15,7 +15,7 @@ import pytest
 
 from tbconsole.events import TrialEnded
 from tbconsole.runfolder import RunFolder
-from tbconsole.ui.synthetic import synthetic_run, write_jsonl
+from tbconsole.synthetic.run import synthetic_run, write_jsonl
 from tbconsole.ui.web import serve
 
 pytestmark = pytest.mark.timeout(120)

@@ -6,7 +6,7 @@ through Harbor's phases concurrently, proxy requests per agent turn (some reject
 cookbook's per-step metrics, checkpoints, a pause after a batch, and optionally an error that
 needs a decision (then retry of the group) and a clean stop. The turns' text (hostile strings
 included, to test that they stay plain text) goes where a real run puts it: into capture files,
-through ``captures`` (``tbconsole.ui.synthcapture``), never into the events.
+through ``captures`` (``tbconsole.synthetic.captures``), never into the events.
 
 (Over 400 lines: ``synthetic_run`` plays one run in time order from one clock and one set of
 counters; cut into pieces, that state would travel between them.)
@@ -46,7 +46,7 @@ from tbconsole.events import (
     TrialPhase,
 )
 from tbconsole.runfolder import RunFolder, trial_id
-from tbconsole.ui.synthcapture import SyntheticCaptures
+from tbconsole.synthetic.captures import SyntheticCaptures
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 TASKS = {  # task -> chance of solving

@@ -20,7 +20,7 @@ import orjson
 from tbconsole.capturefile import CAPTURE_VERSION
 from tbconsole.events import ProxyRequest
 from tbconsole.runfolder import RunFolder
-from tbconsole.ui.trialfiles import tokenizer_path
+from tbconsole.tokenizerfile import tokenizer_path
 
 _LOADED: dict[str, Any] = {}  # tokenizer file → tokenizer: loaded once per process
 
