@@ -24,7 +24,7 @@ def _register_attach(sub, full: bool) -> None:
         "controls through the run's control inbox) or, when the run has ended, replay.",
     )
     if full:
-        from tbconsole.ui.cli import add_attach_arguments  # light: no Textual import until it runs
+        from tbconsole.entry.attach import add_attach_arguments  # light: no Textual import until it runs
 
         add_attach_arguments(p)
 

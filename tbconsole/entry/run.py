@@ -199,6 +199,6 @@ def detached(command: str, args: list[str], log_path: Path, *, console: bool, th
     if not console:
         print(f"runner started (pid {runner.pid}); its log: {runner_log}; its console: tbconsole attach {log_path}")
         return 0
-    from tbconsole.ui.cli import attach_console
+    from tbconsole.entry.attach import attach_console
 
     return attach_console(log_path, theme)

@@ -48,7 +48,7 @@ def run(args) -> int:
     chosen = _pick(len(runs))
     if chosen is None:
         return 0
-    from tbconsole.ui.cli import attach_console
+    from tbconsole.entry.attach import attach_console
 
     return attach_console(runs[chosen].path, args.theme)
 

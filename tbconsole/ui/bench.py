@@ -155,7 +155,7 @@ def _first_frame(log_path: Path, args: tuple[str, ...] = ()) -> FirstFrame:
     master, slave = pty.openpty()
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tbconsole.ui.cli", "attach", *args, str(log_path)],
+        [sys.executable, "-m", "tbconsole.entry.attach", "attach", *args, str(log_path)],
         stdin=slave,
         stdout=slave,
         stderr=slave,

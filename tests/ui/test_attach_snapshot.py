@@ -5,13 +5,13 @@ the snapshot damaged it reads the run from its start, to the same state."""
 
 import pytest
 
+from tbconsole.entry.attach import attach_app
 from tbconsole.enums import SnapshotProblem
 from tbconsole.events import BatchStarted
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import SnapshotWriter, encode
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
-from tbconsole.ui.cli import attach_app
 
 from conftest import wait_for
 

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from tbconsole.entry.attach import closing_summary
 from tbconsole.events import BatchStarted, Event, EventsReader
 from tbconsole.lease import read_lease
 from tbconsole.runfolder import RunFolder
@@ -17,7 +18,6 @@ from tbconsole.state.snapshot import encode, write_snapshot
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
 from tbconsole.timeline import StepReader
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.cli import closing_summary
 from tbconsole.ui.present import exit_summary
 from tbconsole.ui.source import FileReplay, Replay, index_steps, step_marks
 

@@ -1,5 +1,5 @@
 """`tbconsole attach` end to end in a real terminal (tmux): replay of a finished run, and control
-of a run going on in another process (the synthetic runner of `python -m tbconsole.ui.cli
+of a run going on in another process (the synthetic runner of `python -m tbconsole.entry.attach
 demo-events`, which obeys a real RunControl through its control inbox)."""
 
 import subprocess
@@ -26,7 +26,7 @@ def tmux():
 def test_attach_replays_a_finished_run(tmux, tmp_path):
     # The finished fixture's run, recorded with its capture files (the transcript's source).
     record_run(tmp_path / "run", error_at=(1, 2), pause_after=0)
-    tmux.start("t", f"{sys.executable} -m tbconsole.ui.cli attach {tmp_path / 'run'}", width=120, height=36)
+    tmux.start("t", f"{sys.executable} -m tbconsole.entry.attach attach {tmp_path / 'run'}", width=120, height=36)
     screen = tmux.wait_for("t", "DONE")
     assert "replay" in screen and "step 2 · 3/3 trained" in screen and "trials · step 2" in screen
     tmux.wait_for("t", "] step")  # the replay keys are offered once the run is loaded
@@ -42,10 +42,10 @@ def test_attach_replays_a_finished_run(tmux, tmp_path):
 
 def test_attach_controls_a_run_in_another_process(tmux, tmp_path):
     log_path = tmp_path / "run"
-    run = f"{sys.executable} -m tbconsole.ui.cli demo-events --steps 6 --speed 6 --log-path {log_path}"
+    run = f"{sys.executable} -m tbconsole.entry.attach demo-events --steps 6 --speed 6 --log-path {log_path}"
     tmux.start("runner", run, width=120, height=36)
     tmux.wait_for("runner", "RUNNING")
-    tmux.start("viewer", f"{sys.executable} -m tbconsole.ui.cli attach {log_path}", width=120, height=36)
+    tmux.start("viewer", f"{sys.executable} -m tbconsole.entry.attach attach {log_path}", width=120, height=36)
     tmux.wait_for("viewer", "attached")
     tmux.wait_for("viewer", "p Pause")
     tmux.keys("viewer", "p")

@@ -359,7 +359,7 @@ def test_attach_path_imports_no_heavy_modules(tmp_path):
     """`tbconsole attach` loads the app without torch, harbor, tinker, transformers, aiohttp."""
     code = (
         "import sys\n"
-        "from tbconsole.ui import cli\n"
+        "from tbconsole.entry import attach\n"
         "from tbconsole.ui.app import ConsoleApp\n"
         "from tbconsole.ui.source import TailSource, Replay, FileControls\n"
         "heavy = ('torch', 'harbor', 'tinker', 'tinker_cookbook', 'transformers', 'aiohttp', 'litellm', 'numpy')\n"

@@ -13,9 +13,9 @@ import types
 
 import pytest
 
+from tbconsole.entry import attach
 from tbconsole.lease import Lease, LeaseView, RunnerState
 from tbconsole.state import reduce_all
-from tbconsole.ui import cli
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.present import exit_summary, runner_notice
 from tbconsole.ui.screens.confirm import ConfirmScreen
@@ -53,7 +53,7 @@ def text_of(app, selector, width=200):
 async def test_a_killed_runner_reads_dead_within_seconds(tmp_path, hold_lease):
     run = run_folder(tmp_path)
     proc = hold_lease(run, COMMAND)
-    app = cli.attach_app(run, None)
+    app = attach.attach_app(run, None)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: app.state.step == 2 and "RUNNING" in text_of(app, "#header"))
         assert app.runner.state is RunnerState.LIVE and app.check_action("pause", ())
@@ -84,7 +84,7 @@ async def test_an_ended_runner_shows_how_the_run_ended(tmp_path, end, badge):
     run = run_folder(tmp_path, end)
     with Lease(run, COMMAND):
         pass
-    app = cli.attach_app(run, None)
+    app = attach.attach_app(run, None)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: app.runner is not None and f" {badge} " in text_of(app, "#header"))
         assert "RUNNING" not in text_of(app, "#header")
@@ -114,7 +114,7 @@ def test_q_leaves_at_once_and_the_run_goes_on(tmp_path, hold_lease, monkeypatch,
         asyncio.run(drive())
 
     monkeypatch.setattr(ConsoleApp, "run", run_headless)
-    assert cli.attach_console(run, None) == 0
+    assert attach.attach_console(run, None) == 0
     assert "Leave (run goes on)" in seen["footer"] and "Quit" not in seen["footer"]
     assert not seen["confirm"]
     assert proc.poll() is None  # the runner goes on
@@ -148,11 +148,11 @@ def test_the_summary_of_a_finished_run_and_of_a_dead_one(finished_events, tmp_pa
 def test_attach_web_serves_and_warns_off_loopback(tmp_path, monkeypatch, capsys, host, warned):
     run = run_folder(tmp_path)
     calls = []
-    web = types.ModuleType("tbconsole.ui.web")
+    web = types.ModuleType("tbconsole.entry.web")
     web.serve = lambda *a: calls.append(a) or 0
-    monkeypatch.setitem(sys.modules, "tbconsole.ui.web", web)
+    monkeypatch.setitem(sys.modules, "tbconsole.entry.web", web)
     parser = argparse.ArgumentParser()
-    cli.add_attach_arguments(parser)
+    attach.add_attach_arguments(parser)
     args = parser.parse_args([str(run), "--web", "--host", host, "--port", "9000", "--theme", "light"])
     assert args.handler(args) == 0
     assert calls == [(run, "light", host, 9000)]

@@ -1,4 +1,4 @@
-"""The console served to a browser (``tbconsole attach --web``, tbconsole.ui.web): headless Chromium
+"""The console served to a browser (``tbconsole attach --web``, tbconsole.entry.web): headless Chromium
 opens it over a live run, the panels render in the page's terminal, and ``p`` typed there drops a
 pause command into the run's control inbox."""
 
@@ -13,14 +13,14 @@ import time
 
 import pytest
 
+from tbconsole.entry.web import serve
 from tbconsole.events import TrialEnded
 from tbconsole.runfolder import RunFolder
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
-from tbconsole.ui.web import serve
 
 pytestmark = pytest.mark.timeout(120)
 
-SERVE = "import sys; from pathlib import Path; from tbconsole.ui.web import serve; "
+SERVE = "import sys; from pathlib import Path; from tbconsole.entry.web import serve; "
 SERVE += "sys.exit(serve(Path(sys.argv[1]), None, '127.0.0.1', int(sys.argv[2])))"
 
 # textual.js keeps its xterm.js Terminal to itself: the test's copy of the script hands it to the page.

@@ -1,16 +1,16 @@
-"""Entry points into the console.
+"""Entry points into the console (the composition root: it wires the app, its sources and controls).
 
 - ``tbconsole attach LOG_PATH``: ``add_attach_arguments(parser)`` / ``run_attach(args)``. A run
   that is still going is followed live (``attach_console``: tail of ``events.jsonl``; p/s/a/d go
   through the run's control inbox; ``q`` leaves and the run goes on; a runner that dies reads as
   dead); a finished one is replayed (``[ ]`` move by step). Either way the terminal gets a short
   summary when the console closes. ``--web`` serves the console to a browser instead
-  (``tbconsole.ui.web``). Only Textual and this package's light modules are imported on this
-  path (no torch, harbor, tinker), so it starts fast and works under ``textual-serve`` (which
+  (``tbconsole.entry.web``). Only Textual and tbconsole's light modules are imported on
+  this path (no torch, harbor, tinker), so it starts fast and works under ``textual-serve`` (which
   starts one process per browser connection: the served command attaches, it never starts a run).
 - ``run_console(bus, control, theme, work=...)``: `tbconsole train`/`demo` open the console over
   a live run in this process (see its docstring for the threading model).
-- ``python -m tbconsole.ui.cli demo-events``: the console over a synthetic run (no runner).
+- ``python -m tbconsole.entry.attach demo-events``: the console over a synthetic run (no runner).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _run_and_summarize(app, log_path: Path) -> int:
 
 
 def _serve(log_path: Path, theme: str | None, host: str, port: int) -> int:
-    from tbconsole.ui.web import serve
+    from tbconsole.entry.web import serve
 
     if not _is_loopback(host):
         print(
@@ -270,7 +270,7 @@ def _demo_events(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tbconsole.ui.cli")
+    parser = argparse.ArgumentParser(prog="python -m tbconsole.entry.attach")
     sub = parser.add_subparsers(dest="command", required=True)
     attach = sub.add_parser("attach", help="follow or replay a run")
     add_attach_arguments(attach)
