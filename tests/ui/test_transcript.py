@@ -7,6 +7,7 @@ import pytest
 from make_fixtures import record_finished
 
 from tbconsole.capturefile import read_records
+from tbconsole.entry.bench_ui.transcript import TRIAL, long_trial_run
 from tbconsole.events import EventBus, ProxyRequest, TrialEnded
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import reduce_all
@@ -16,7 +17,6 @@ from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import BusSource, Replay
-from tbconsole.ui.transcript_bench import TRIAL, long_trial_run
 from tbconsole.ui.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles
 

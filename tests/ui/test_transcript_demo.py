@@ -5,8 +5,8 @@ trial shows its turns, the verifier and the agent's log from Harbor's files."""
 import pytest
 
 from tbconsole.entry.attach import attach_app
+from tbconsole.entry.bench_ui.console import start_demo, stop_runner
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.bench import start_demo, stop_runner
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import Replay, read_all
 

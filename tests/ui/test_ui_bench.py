@@ -4,12 +4,12 @@ time out)."""
 
 import pytest
 
+from tbconsole.entry.bench_ui.console import KEY_CYCLE, Terminal, in_flight, press_keys
+from tbconsole.entry.bench_ui.day import DAY_CYCLE, REPLAY_CYCLE, REPLAY_FIRST, Shape, run_folder
 from tbconsole.events import BatchStarted, read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.state.snapshot import restore
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
-from tbconsole.ui.bench import KEY_CYCLE, Terminal, in_flight, press_keys
-from tbconsole.ui.day_bench import DAY_CYCLE, REPLAY_CYCLE, REPLAY_FIRST, Shape, run_folder
 
 
 def test_the_terminal_places_text_where_the_cursor_moves():

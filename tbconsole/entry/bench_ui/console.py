@@ -16,11 +16,11 @@ Escape is sent as terminals with the kitty keyboard protocol send it: a lone ESC
 waits Textual's ESCDELAY (100 ms) to tell it from the start of a sequence. Baseline: the same
 keys on a synthetic run's folder (a batch in flight, no runner), in the same invocation.
 
-Then the transcript at scale (``tbconsole.ui.transcript_bench``): a 200-turn trial's first
+Then the transcript at scale (``tbconsole.entry.bench_ui.transcript``): a 200-turn trial's first
 screen and pages, beside a 5-turn trial's and beside drawing everything up front;
 ``--transcript`` measures only that.
 
-``--day``: the console on a run of the recipe's real size instead (``tbconsole.ui.day_bench``).
+``--day``: the console on a run of the recipe's real size instead (``tbconsole.entry.bench_ui.day``).
 
 Targets (issue 5): ≥ 5,000 events/s, lag ≤ 100 ms, memory flat within 50 MB, first frame ≤ 1 s;
 with ``--live``: any key within 100 ms p95 while the demo trains; the transcript (issue 15): its
@@ -182,12 +182,12 @@ def _first_frame(log_path: Path, args: tuple[str, ...] = ()) -> FirstFrame:
 
 
 def run(args) -> int:
-    from tbconsole.ui.transcript_bench import run_transcript_bench
+    from tbconsole.entry.bench_ui.transcript import run_transcript_bench
 
     if args.live:
         return run_live(args.cycles, args.steps)
     if args.day:
-        from tbconsole.ui.day_bench import run_day_bench
+        from tbconsole.entry.bench_ui.day import run_day_bench
 
         return 0 if run_day_bench(args.day_folder, args.cycles) else 1
     if args.transcript:
