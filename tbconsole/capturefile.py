@@ -17,12 +17,13 @@ A viewer never raises on a damaged line: it skips it and counts it (``CaptureTai
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from tbconsole.jsonl import new_lines
 
 CAPTURE_VERSION = 1
 TEXT_LIMIT = 64 * 1024  # characters kept per message or reply field in a capture line
@@ -123,6 +124,8 @@ def _number(value: Any) -> float | None:
 def decode_record(line: bytes | str) -> CaptureRecord:
     """One capture line → CaptureRecord; ValueError when it is not a capture line."""
     try:
+        # Strict JSON, without ``jsonl.loads``'s fallback: the proxy writes these lines with
+        # orjson, which writes no NaN or Infinity, so a line only the fallback takes is damaged.
         raw = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
@@ -153,30 +156,24 @@ def decode_record(line: bytes | str) -> CaptureRecord:
 @dataclass
 class CaptureTail:
     """Reads a capture file as it grows: each ``read_new`` returns the whole lines appended since
-    the last call (a line still being written waits for its end). A missing file reads as empty
-    until it appears. Memory: only the bytes of one call's new lines."""
+    the last call (a line still being written waits for its end; ``jsonl.new_lines``). A missing
+    file reads as empty until it appears; one replaced by a shorter file is read again from its
+    start. Memory: only the bytes of one call's new lines."""
 
     path: Path | None
-    offset: int = 0
+    offset: int = 0  # where the next read starts: the end of the last whole line read
     damaged: int = 0  # lines that could not be read (skipped)
-    _partial: bytes = field(default=b"", repr=False)
+    unreadable: bool = False  # the last read failed (the file is there but cannot be read)
 
     def read_new(self, max_bytes: int = 64 << 20) -> list[CaptureRecord]:
         if self.path is None:
             return []
         try:
-            with open(self.path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size < self.offset:  # replaced by a shorter file: read it again from the start
-                    self.offset, self._partial = 0, b""
-                handle.seek(self.offset)
-                data = handle.read(max_bytes)
+            lines, self.offset = new_lines(self.path, self.offset, max_bytes)
         except OSError:
+            self.unreadable = True
             return []
-        self.offset += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # after the last newline: a line not yet whole
+        self.unreadable = False
         out: list[CaptureRecord] = []
         for line in lines:
             if not line.strip():

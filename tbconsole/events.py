@@ -50,9 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-import orjson
-
-from tbconsole import enums
+from tbconsole import enums, jsonl
 
 SCHEMA_VERSION = 1
 EVENTS_FILE = "events.jsonl"
@@ -374,14 +372,9 @@ class LogLine(Event):
 def decode(line: str | bytes) -> Event | None:
     """One events.jsonl line → Event, or None for an unknown kind or a damaged line."""
     try:
-        body = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        # orjson takes strict JSON only; json.dumps (``to_json``) writes NaN and Infinity for such
-        # floats (a diverged loss) and a cut line may hold bad UTF-8: the standard parser decides.
-        try:
-            body = json.loads(line if isinstance(line, str) else line.decode("utf-8", errors="replace"))
-        except ValueError:
-            return None
+        body = jsonl.loads(line)  # orjson, or the standard parser for NaN (a diverged loss) and bad UTF-8
+    except ValueError:
+        return None
     return from_body(body)
 
 
@@ -462,7 +455,7 @@ class EventsReader:
     newline), so ``offset`` is always at a line's start: the events returned so far are exactly
     those of the file's first ``offset`` bytes. ``more`` says a read stopped at its limit.
     Memory: one read's bytes. The one reader of events.jsonl from an offset (attach, the
-    snapshot writer, a live console's backlog)."""
+    snapshot writer, a live console's backlog); the lines come from ``jsonl.whole_lines``."""
 
     def __init__(self, path: Path, offset: int = 0):
         self.path = Path(path)
@@ -487,21 +480,9 @@ class EventsReader:
         if handle is None:
             self.more = False
             return []
-        want = limit if end is None else min(limit, end - self.offset)
-        if want <= 0:
-            self.more = False
-            return []
-        while True:
-            handle.seek(self.offset)
-            data = handle.read(want)
-            cut = data.rfind(b"\n") + 1
-            if cut or len(data) < want or (end is not None and self.offset + want >= end):
-                break
-            # One line longer than the limit: read it whole.
-            want = want * 2 if end is None else min(want * 2, end - self.offset)
-        self.more = bool(cut) and len(data) == want  # no whole line: nothing more until it ends
-        events, _ = split_events(data[:cut])
-        self.offset += cut
+        data, self.more = jsonl.whole_lines(handle, self.offset, limit, end)
+        events, _ = split_events(data)
+        self.offset += len(data)
         return events
 
     def close(self) -> None:

@@ -101,7 +101,9 @@ def read_run(folder: Path) -> RunInfo:
 
 
 def _events(data: bytes, partial_first: bool) -> list[Event]:
-    """The decodable events of complete lines (a read cut lines at its ends)."""
+    """The decodable events of complete lines (a read cut lines at its ends). Not
+    ``jsonl.whole_lines``: that reads forward from a line's start, while the tail here starts
+    mid-line, at a fixed distance from the end, and its cut first line is dropped."""
     lines = data.split(b"\n")
     lines.pop()  # after the last newline: empty, or a line cut short
     if partial_first and lines:

@@ -53,6 +53,7 @@ from tbconsole.events import (
     decode,
 )
 from tbconsole.events import TrialPhase as TrialPhaseEvent
+from tbconsole.jsonl import whole_lines
 from tbconsole.runfolder import attempt_of
 
 MAX_TURNS = 2000  # model calls kept per trial (a longer trial's earliest are dropped)
@@ -580,21 +581,20 @@ class StepReader:
         self._folded = index.offset
         try:
             with open(self.events_path, "rb") as handle:
-                handle.seek(index.offset)
-                data = handle.read(limit)
+                # Whole lines only: a line being written waits for the next call.
+                data, more = whole_lines(handle, index.offset, limit)
         except OSError:
             return False
-        cut = data.rfind(b"\n") + 1  # whole lines only: a line being written waits for the next call
-        if not cut:
-            return len(data) == limit
+        if not data:
+            return more
         pos = index.offset
-        for line in data[:cut].splitlines(keepends=True):
+        for line in data.splitlines(keepends=True):
             self._index(line, pos)
             pos += len(line)
-        index.offset += cut
+        index.offset += len(data)
         self._folded = index.offset
         self._read_spans()
-        return len(data) == limit
+        return more
 
     def timeline(self, now: float | None = None) -> StepTimeline | None:
         """The selected step's timeline; ``now`` closes what is still going (None: the last event
@@ -676,12 +676,10 @@ class StepReader:
             return
         try:
             with open(self.spans_path, "rb") as handle:
-                handle.seek(self._spans_offset)
-                data = handle.read()
+                data, _ = whole_lines(handle, self._spans_offset)
         except OSError:
             return
-        cut = data.rfind(b"\n") + 1
-        for line in data[:cut].splitlines():
+        for line in data.splitlines():
             head = _SPANS_HEAD.match(line)
             if head is None or int(head.group(1)) != self._step:
                 continue
@@ -692,4 +690,4 @@ class StepReader:
             spans = body.get("spans") if isinstance(body, dict) else None
             if isinstance(spans, list):
                 self.collector.spans = [s for s in spans if isinstance(s, dict)]
-        self._spans_offset += cut
+        self._spans_offset += len(data)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from tbconsole.bench import attach_on_pty
+from tbconsole.jsonl import loads, new_lines
 from tbconsole.runfolder import CAPTURE_DIR, TRAINER_LOGPROBS_DIR, TRIALS_DIR, RunFolder, step_name
 
 LAG_ENV = "TBCONSOLE_SOAK_LAG_FILE"  # runner_main: where the loop-lag ticker writes
@@ -337,19 +338,11 @@ class _Events:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
-        self.partial = b""
 
     def new(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
+        lines, self.offset = new_lines(self.path, self.offset)
+        # A damaged line raises (ValueError): the soak's runner writes whole lines only.
+        return [loads(line) for line in lines if line.strip()]
 
 
 def soak(

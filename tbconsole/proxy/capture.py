@@ -177,7 +177,9 @@ class CaptureWriter:
 
 def read_capture(path: Path) -> list[CapturedTurn]:
     """A trial's captured turns, in order. A cut-short last line is dropped; any other damage
-    raises ``CaptureError``."""
+    raises ``CaptureError``. Not through ``jsonl``'s readers, which take whole lines as a file
+    grows: this reads a finished file once, for training, and a damaged line must stop it
+    instead of being skipped."""
     turns: list[CapturedTurn] = []
     prev: list[int] = []
     with open(path, "rb") as handle:

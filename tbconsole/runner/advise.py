@@ -185,7 +185,7 @@ def read_capture_file(folder: RunFolder, ended: TrialEnded) -> CaptureFile | Non
             records += 1
             with_logprobs += len(record.logprobs) == len(record.output)
             tokens += len(record.output)
-    if tail.offset == 0 and path.stat().st_size > 0:
+    if tail.unreadable and records == 0 and path.stat().st_size > 0:
         return fact(error=f"{path} cannot be read")
     return fact(records, with_logprobs, tokens, tail.damaged)
 
