@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import queue
-import signal
 import subprocess
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any
 
 from tbconsole.enums import AdvisorySeverity
 from tbconsole.events import AdvisoryRaised, ErrorRaised, Event, RunEnded, RunStarted, redact
+from tbconsole.procgroup import kill_group
 
 NOTIFY_TIMEOUT_S = 10.0
 MESSAGE_LIMIT = 1000  # characters of the one-line message
@@ -173,8 +173,7 @@ class Notifier:
         try:
             _, err = proc.communicate(data, timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=2)
             return f"was killed after {self.timeout_s:g} s"

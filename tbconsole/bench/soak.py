@@ -36,7 +36,6 @@ import os
 import platform
 import select
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from typing import Any
 
 from tbconsole.bench import attach_on_pty
 from tbconsole.jsonl import loads, new_lines
+from tbconsole.procgroup import kill_group
 from tbconsole.runfolder import CAPTURE_DIR, TRAINER_LOGPROBS_DIR, TRIALS_DIR, RunFolder, step_name
 
 LAG_ENV = "TBCONSOLE_SOAK_LAG_FILE"  # runner_main: where the loop-lag ticker writes
@@ -414,8 +414,7 @@ def soak(
         result.runner_exit = runner.wait(300)
     finally:
         if runner.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(runner.pid, signal.SIGKILL)
+            kill_group(runner.pid)
             runner.wait()
         out.close()
         if attached is not None:

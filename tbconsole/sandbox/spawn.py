@@ -4,12 +4,11 @@ reaped twice: the spawn, its output protocol, and the kill of its whole tree."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tbconsole.cpushare import SANDBOX_SESSION_NICE, lower_session_weight
+from tbconsole.procgroup import kill_group
 from tbconsole.sandbox.processes import descendants, kill
 
 OutputSink = Callable[[str, str], Awaitable[None]]
@@ -115,10 +114,7 @@ def kill_child(pid: int, exited: asyncio.Future) -> None:
     if exited.done():
         return
     tree = [pid, *descendants(pid)]  # before the kill: orphans are no longer found below pid
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(pid)
     for target in tree:
         kill(target)
 

@@ -1,0 +1,68 @@
+"""tbconsole.procgroup: a child in a session of its own is killed with all it started."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tbconsole.procgroup import kill_group
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """``pid`` no longer runs (gone, or a zombie its parent has not reaped)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_group_is_killed_with_a_grandchild_and_a_second_kill_finds_none():
+    # The shell starts a grandchild in the background and waits on it: both in the child's group.
+    child = subprocess.Popen(
+        ["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        grandchild = int(child.stdout.readline())
+        assert kill_group(child.pid) is True
+        assert child.wait(10) == -signal.SIGKILL
+        assert _gone(grandchild)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_a_group_that_is_gone_is_not_an_error():
+    child = subprocess.Popen(["true"], start_new_session=True)
+    child.wait()
+    assert kill_group(child.pid) is False
+
+
+def test_another_signal_is_sent_to_the_whole_group():
+    code = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(3)); "
+        "print(1, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        child.stdout.readline()  # its handler is set
+        assert kill_group(child.pid, signal.SIGTERM) is True
+        assert child.wait(10) == 3
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may signal any group")
+def test_a_group_that_is_not_ours_to_signal_is_not_an_error():
+    assert kill_group(1, 0) is False  # init's group: another user's
