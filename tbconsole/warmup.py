@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tbconsole import variants as V
-from tbconsole.atomic import write_json
+from tbconsole.atomic import replace_dir, write_json
 
 TOOL_NAME = "bash"
 OBSERVATION_FILE = "observation-prompt.json"  # beside agent-prompt.json: the second-turn splice
@@ -488,29 +488,26 @@ def train(
             observation,
         )
         folder = engine.engine.store.dir_for(CheckpointRef.parse(path))
-        out_tmp = out_dir.with_name(out_dir.name + ".tmp")
-        shutil.rmtree(out_tmp, ignore_errors=True)
-        out_tmp.mkdir(parents=True)
+    # The export is built beside out_dir and put in its place whole: a run that fails leaves the
+    # previous export as it was. The engine's folder (scratch) is read before it is removed.
+    with replace_dir(out_dir) as out_tmp:
         for name in ("adapter_model.safetensors", "adapter_config.json"):
             shutil.copy2(folder / name, out_tmp / name)
-    shutil.rmtree(scratch, ignore_errors=True)
-    report = {
-        "settings": asdict(settings),
-        "seconds": round(time.monotonic() - started, 1),
-        "final_loss": history[-1]["loss"] if history else None,
-        "held_out": {
-            "variants": [v.name for v in held_out],
-            **result.rates(),
-            "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()},
-        },
-    }
-    write_json(out_tmp / "warmup.json", report)
-    prompt.save(out_tmp / "agent-prompt.json")
-    if observation is not None:
-        observation.save(out_tmp / OBSERVATION_FILE)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_tmp.rename(out_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
+        report = {
+            "settings": asdict(settings),
+            "seconds": round(time.monotonic() - started, 1),
+            "final_loss": history[-1]["loss"] if history else None,
+            "held_out": {
+                "variants": [v.name for v in held_out],
+                **result.rates(),
+                "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()},
+            },
+        }
+        write_json(out_tmp / "warmup.json", report)
+        prompt.save(out_tmp / "agent-prompt.json")
+        if observation is not None:
+            observation.save(out_tmp / OBSERVATION_FILE)
     log(f"held-out: {json.dumps(report['held_out'] | {'variants': len(held_out)})}")
     return report
 

@@ -117,26 +117,22 @@ class CheckpointStore:
         d = self.dir_for(ref)
         if self.exists(ref) and not overwrite:
             raise Conflict(f"checkpoint {ref.tinker_path} exists (pass overwrite=True)")
-        # The folder is built under a hidden name and renamed into place whole (atomic.py swaps
-        # single files), so the files inside it need no renames of their own.
-        tmp = d.with_name(f".{d.name}.tmp-{time.monotonic_ns()}")
-        tmp.mkdir(parents=True)
-        save_file({k: v.contiguous() for k, v in adapter.items()}, tmp / "adapter_model.safetensors")
-        (tmp / "adapter_config.json").write_text(json.dumps(adapter_config, indent=1))
-        if optimizer is not None:
-            torch.save(optimizer, tmp / "optimizer.pt")
-        now = time.time()
-        meta = {
-            **meta,
-            "tinker_path": ref.tinker_path,
-            "checkpoint_type": KINDS[ref.kind],
-            "created": now,
-            "expires_at": now + ttl_seconds if ttl_seconds else None,
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if d.exists():
-            shutil.rmtree(d)
-        tmp.rename(d)
+        # The folder is built under a hidden name and put in place whole, so the files inside it
+        # need no renames of their own.
+        with atomic.replace_dir(d) as tmp:
+            save_file({k: v.contiguous() for k, v in adapter.items()}, tmp / "adapter_model.safetensors")
+            (tmp / "adapter_config.json").write_text(json.dumps(adapter_config, indent=1))
+            if optimizer is not None:
+                torch.save(optimizer, tmp / "optimizer.pt")
+            now = time.time()
+            meta = {
+                **meta,
+                "tinker_path": ref.tinker_path,
+                "checkpoint_type": KINDS[ref.kind],
+                "created": now,
+                "expires_at": now + ttl_seconds if ttl_seconds else None,
+            }
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         return sum(p.stat().st_size for p in d.iterdir())
 
     def load(self, ref: CheckpointRef, *, optimizer: bool):
