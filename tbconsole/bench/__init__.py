@@ -11,11 +11,7 @@ import sys
 import termios
 from pathlib import Path
 
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
+from tbconsole.stats import percentile
 
 
 def describe_ms(samples: list[float]) -> str:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from tbconsole.bench import percentile
+from tbconsole.stats import percentile
 
 TARGET_P50_MS = 1.0
 TARGET_P99_MS = 5.0

@@ -10,8 +10,9 @@ import asyncio
 import platform
 import time
 
-from tbconsole.bench import describe_ms, percentile
+from tbconsole.bench import describe_ms
 from tbconsole.sandbox.namespace import NamespaceSandbox, SandboxSpec
+from tbconsole.stats import percentile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -51,6 +51,7 @@ from tbconsole.bench import attach_on_pty
 from tbconsole.jsonl import loads, new_lines
 from tbconsole.procgroup import kill_group
 from tbconsole.runfolder import CAPTURE_DIR, TRAINER_LOGPROBS_DIR, TRIALS_DIR, RunFolder, step_name
+from tbconsole.stats import percentile
 
 LAG_ENV = "TBCONSOLE_SOAK_LAG_FILE"  # runner_main: where the loop-lag ticker writes
 LAG_TICK_S = 0.1
@@ -437,9 +438,9 @@ def _lag_per_step(lag_file: Path, starts: dict[int, float], end: float) -> dict[
     out = {}
     for i, (step, begin) in enumerate(ordered):
         until = ordered[i + 1][1] if i + 1 < len(ordered) else end
-        lags = sorted(lag for ts, lag in ticks if begin <= ts < until)
+        lags = [lag for ts, lag in ticks if begin <= ts < until]
         if lags:
-            out[step] = lags[min(len(lags) - 1, int(0.95 * len(lags)))]
+            out[step] = percentile(lags, 95, "floor")
     return out
 
 
