@@ -10,7 +10,7 @@ folds events through it, so the state every view draws from holds no control cha
 whatever the view (panels, screens, log, notifications, the summary printed on exit). Events
 on the wire and in ``events.jsonl`` keep their exact text; only what is shown changes. Rich
 markup in such text is harmless as long as views build ``rich.text.Text`` from it, never
-markup strings (``tbconsole.ui.sanitize.text``).
+markup strings (``tbconsole.ui.present.sanitize.text``).
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def closing_summary(app, log_path: Path) -> str:
     (a replay's at its end, wherever it was moved to: kept, not read again) and a fresh read of
     its runner's lease."""
     from tbconsole.lease import read_lease
-    from tbconsole.ui.present import exit_summary
+    from tbconsole.ui.present.wording import exit_summary
 
     state = app.replay.final_state() if app.replay is not None else app.state
     return exit_summary(state, read_lease(log_path), log_path)

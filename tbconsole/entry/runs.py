@@ -57,7 +57,7 @@ def table(runs, now: float) -> str:
     from tbconsole.diskspace import run_size
     from tbconsole.runfolder import RunFolder
     from tbconsole.runlist import last_reward, steps_trained
-    from tbconsole.ui.present import format_bytes, format_value
+    from tbconsole.ui.present.wording import format_bytes, format_value
 
     rows = [COLUMNS]
     for i, info in enumerate(runs, 1):
@@ -87,7 +87,7 @@ def table(runs, now: float) -> str:
 
 def _age(seconds: float) -> str:
     """How long ago, coarse past two days (runs are listed for weeks)."""
-    from tbconsole.ui.present import format_duration
+    from tbconsole.ui.present.wording import format_duration
 
     return f"{seconds / 86400:.0f}d ago" if seconds >= 2 * 86400 else f"{format_duration(seconds)} ago"
 

@@ -3,7 +3,7 @@
 ``model`` holds what is known about a run (``RunState`` and its parts); ``reducer`` folds events
 into it (``reduce``, ``reduce_all``), with ``batches`` for batches, groups and trials. Live,
 attach and replay all build their view this way; widgets only render what is here, and how it
-is worded lives in ``tbconsole.ui.present``.
+is worded lives in ``tbconsole.ui.present.wording``.
 """
 
 from tbconsole.state.batches import clip

@@ -37,8 +37,8 @@ from tbconsole.enums import ControlState, RunStatus
 from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
-from tbconsole.ui.present import ADVISORY_FRESH_S, runner_over
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import ADVISORY_FRESH_S, runner_over
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen

@@ -167,7 +167,7 @@ async def test_groups_with_one_reward_say_what_they_mean(finished_events):
 
 def test_the_console_leaves_the_no_signal_warning_to_a_run_that_advises():
     from tbconsole.state import RunState
-    from tbconsole.ui.present import advises_on, solved_reward, uniform_kind
+    from tbconsole.ui.present.wording import advises_on, solved_reward, uniform_kind
 
     def run(config):
         state = RunState()

@@ -11,11 +11,7 @@ from tbconsole.capturefile import CaptureRecord, MessageText, ReplyText, ToolCal
 from tbconsole.events import read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.screens.find import FindScreen
-from tbconsole.ui.screens.main import MainScreen
-from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Replay
-from tbconsole.ui.transcript_search import (
+from tbconsole.ui.present.transcript_search import (
     SearchResult,
     TrialRef,
     compile_query,
@@ -24,6 +20,10 @@ from tbconsole.ui.transcript_search import (
     snippet,
     trials_to_search,
 )
+from tbconsole.ui.screens.find import FindScreen
+from tbconsole.ui.screens.main import MainScreen
+from tbconsole.ui.screens.transcript import TranscriptScreen
+from tbconsole.ui.source import Replay
 
 from conftest import T_FIXED, wait_for
 from tests_support import missing

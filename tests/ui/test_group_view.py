@@ -18,7 +18,7 @@ from tbconsole.events import GroupStarted, RunStarted, TrialEnded, read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import GroupState, TrialState
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.group_compare import (
+from tbconsole.ui.present.group_compare import (
     Action,
     TrialColumn,
     action_of,
@@ -82,7 +82,7 @@ def column(actions, *, running=False, outcome="Submitted", scored=True, reward=N
 
 def test_the_comparison_and_the_search_are_plain_python():
     code = (
-        "import sys, tbconsole.ui.group_compare, tbconsole.ui.transcript_search\n"
+        "import sys, tbconsole.ui.present.group_compare, tbconsole.ui.present.transcript_search\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'tinker')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -8,7 +8,7 @@ from textual.geometry import Region
 
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.present import (
+from tbconsole.ui.present.wording import (
     BYTE_UNITS,
     COMPACT_WIDTH,
     COUNT_UNITS,

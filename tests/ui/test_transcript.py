@@ -14,10 +14,10 @@ from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.source import BusSource, Replay
-from tbconsole.ui.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles
 
 from conftest import T_FIXED, wait_for

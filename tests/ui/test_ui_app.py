@@ -11,8 +11,8 @@ from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyReques
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import flood, play, synthetic_run
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.filters import did_not_submit
-from tbconsole.ui.present import METRIC_ROWS
+from tbconsole.ui.present.filters import did_not_submit
+from tbconsole.ui.present.wording import METRIC_ROWS
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen

@@ -4,7 +4,7 @@ run, and a meaning behind every metric and counter (tooltips)."""
 import pytest
 
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.present import METRIC_ROWS
+from tbconsole.ui.present.wording import METRIC_ROWS
 from tbconsole.ui.source import Replay
 
 from conftest import T_FIXED, rendered, wait_for
@@ -32,7 +32,7 @@ async def test_one_step_number_everywhere(finished_events):
 
 
 async def test_hovering_a_metric_or_counter_explains_it(finished_events):
-    from tbconsole.ui.present import GATEWAY_HELP
+    from tbconsole.ui.present.wording import GATEWAY_HELP
     from tbconsole.ui.widgets.captures import COLUMNS_HELP
 
     app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)

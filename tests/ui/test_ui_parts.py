@@ -10,8 +10,8 @@ from rich.console import Console
 
 from tbconsole.events import GroupEnded
 from tbconsole.synthetic.run import HOSTILE
-from tbconsole.ui import plotmath
-from tbconsole.ui.sanitize import one_line, plain, text
+from tbconsole.ui.present import plotmath
+from tbconsole.ui.present.sanitize import one_line, plain, text
 from tbconsole.ui.trialfiles import (
     TokenDecoder,
     capture_path,
@@ -82,7 +82,7 @@ def test_hostile_strings_render_inert(hostile):
 
 
 def test_a_programs_terminal_output_loses_its_codes_and_a_models_text_keeps_them_visible():
-    from tbconsole.ui.transcript_doc import agent_log_section, texts
+    from tbconsole.ui.present.transcript_doc import agent_log_section, texts
     from tbconsole.ui.trialfiles import TrialFiles
 
     litellm = "\x1b[1;31mProvider List: https://docs.litellm.ai/docs/providers\x1b[0m\n\x1b]0;title\x07done \x1b lone"
@@ -318,7 +318,7 @@ def test_cancelled_and_limit_cells():
 
 
 def test_every_metric_and_counter_is_explained():
-    from tbconsole.ui.present import CAPTURE_HELP, GATEWAY_HELP, HELP_TABLES, METRIC_ROWS
+    from tbconsole.ui.present.wording import CAPTURE_HELP, GATEWAY_HELP, HELP_TABLES, METRIC_ROWS
     from tbconsole.ui.widgets.captures import NUMS
 
     assert len({row.label for row in METRIC_ROWS}) == len(METRIC_ROWS)
@@ -338,12 +338,12 @@ def test_plain_parts_of_the_ui_do_not_import_textual():
     modules = [
         "tbconsole.state",
         "tbconsole.synthetic.run",
-        "tbconsole.ui.plotmath",
-        "tbconsole.ui.sanitize",
+        "tbconsole.ui.present.plotmath",
+        "tbconsole.ui.present.sanitize",
         "tbconsole.ui.source",
         "tbconsole.ui.trialfiles",
-        "tbconsole.ui.present",
-        "tbconsole.ui.filters",
+        "tbconsole.ui.present.wording",
+        "tbconsole.ui.present.filters",
     ]
     code = (
         "import importlib, sys\n"

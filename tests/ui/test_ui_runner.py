@@ -17,7 +17,7 @@ from tbconsole.entry import attach
 from tbconsole.lease import Lease, LeaseView, RunnerState
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.present import exit_summary, runner_notice
+from tbconsole.ui.present.wording import exit_summary, runner_notice
 from tbconsole.ui.screens.confirm import ConfirmScreen
 
 from conftest import FIXTURES, rendered, wait_for

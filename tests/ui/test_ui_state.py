@@ -28,8 +28,8 @@ from tbconsole.events import (
 )
 from tbconsole.state import KEEP_STEPS, MAX_TEXT, RunState, reduce, reduce_all
 from tbconsole.synthetic.run import T0, flood, synthetic_run
-from tbconsole.ui.filters import trial_matches
-from tbconsole.ui.present import format_count, format_duration, progress_text, status_label
+from tbconsole.ui.present.filters import trial_matches
+from tbconsole.ui.present.wording import format_count, format_duration, progress_text, status_label
 
 from conftest import FIXTURES, recorded_runs
 
@@ -515,7 +515,7 @@ def test_a_resumed_run_keeps_one_identity_and_one_clock():
 
 
 def test_metric_rows_carry_their_units():
-    from tbconsole.ui.present import METRIC_ROWS
+    from tbconsole.ui.present.wording import METRIC_ROWS
 
     rows = {row.label: row for row in METRIC_ROWS}
     assert rows["step time"].shown(201.0) == "3m21s"

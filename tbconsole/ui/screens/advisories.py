@@ -19,7 +19,8 @@ from textual.widgets.option_list import Option
 
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
-from tbconsole.ui.present import (
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import (
     SEVERITY_ORDER,
     advisory_age,
     advisory_target,
@@ -31,7 +32,6 @@ from tbconsole.ui.present import (
     severity_mark,
     sorted_active,
 )
-from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.widgets.base import Palette, columns, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

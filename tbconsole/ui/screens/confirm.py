@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from tbconsole.ui.sanitize import text
+from tbconsole.ui.present.sanitize import text
 
 
 class ConfirmScreen(ModalScreen[bool]):

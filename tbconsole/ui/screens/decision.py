@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from tbconsole.events import ErrorRaised
-from tbconsole.ui.sanitize import text
+from tbconsole.ui.present.sanitize import text
 
 
 class DecisionScreen(ModalScreen[str | None]):

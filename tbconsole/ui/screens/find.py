@@ -11,8 +11,8 @@ from textual.screen import Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tbconsole.ui.sanitize import one_line, plain
-from tbconsole.ui.transcript_search import Match, SearchResult, search_run, trials_to_search
+from tbconsole.ui.present.sanitize import one_line, plain
+from tbconsole.ui.present.transcript_search import Match, SearchResult, search_run, trials_to_search
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 

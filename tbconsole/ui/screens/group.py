@@ -13,9 +13,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from tbconsole.state import RunState
-from tbconsole.ui.group_compare import Action, GroupCaptures, GroupComparison, TrialColumn, compare_group
-from tbconsole.ui.present import format_count, format_reward
-from tbconsole.ui.sanitize import one_line, text
+from tbconsole.ui.present.group_compare import Action, GroupCaptures, GroupComparison, TrialColumn, compare_group
+from tbconsole.ui.present.sanitize import one_line, text
+from tbconsole.ui.present.wording import format_count, format_reward
 from tbconsole.ui.trialfiles import TokenDecoder
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tbconsole.ui.present import HELP_TABLES
+from tbconsole.ui.present.wording import HELP_TABLES
 
 KEYS = [
     ("p", "pause after the current batch / resume"),

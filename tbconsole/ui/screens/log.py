@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Log
 
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.sanitize import one_line
 
 
 class LogScreen(ModalScreen[None]):

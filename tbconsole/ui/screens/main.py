@@ -10,7 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from tbconsole.state import RunState
-from tbconsole.ui.present import runner_notice
+from tbconsole.ui.present.wording import runner_notice
 from tbconsole.ui.widgets.captures import CapturesPanel
 from tbconsole.ui.widgets.footer import KeyFooter
 from tbconsole.ui.widgets.gateway import GatewayPanel

@@ -23,8 +23,8 @@ from textual.widgets import Static
 
 from tbconsole.runfolder import RunFolder
 from tbconsole.timeline import Share, Span, SpanKind, StepReader, StepTimeline, TrialRow
-from tbconsole.ui.present import PHASE_LABELS, TIMELINE_HELP, format_duration
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import PHASE_LABELS, TIMELINE_HELP, format_duration
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 

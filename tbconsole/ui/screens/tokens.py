@@ -5,7 +5,7 @@ recorded them, the trainer's log-probs and the sampler↔trainer difference per 
 
 Sources: the trial's capture file (tokens and sampler log-probs per turn, read with
 ``capturefile``; a running trial's new turns are picked up once a second), the run's state (the
-loss mask and advantage: ``tbconsole.ui.trained``) and the trainer's per-token log-probs beside
+loss mask and advantage: ``tbconsole.ui.present.trained``) and the trainer's per-token log-probs beside
 the captures (``RunFolder.trainer_logprobs_file``), when present. A trial that is not in the
 run's events (a held-out evaluation trial) is found by its id under the run folder.
 """
@@ -29,11 +29,11 @@ from textual.widgets import Static
 from tbconsole.capturefile import CaptureRecord, CaptureTail
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import RunState
-from tbconsole.ui.logprob_scale import DiffScale, LogprobScale, TurnStats, escaped, logprob_text, prob_text
-from tbconsole.ui.present import format_value
-from tbconsole.ui.sanitize import one_line
-from tbconsole.ui.token_layout import TokenLayout, lay_out, word_start
-from tbconsole.ui.trained import Training, trial_training
+from tbconsole.ui.present.logprob_scale import DiffScale, LogprobScale, TurnStats, escaped, logprob_text, prob_text
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.token_layout import TokenLayout, lay_out, word_start
+from tbconsole.ui.present.trained import Training, trial_training
+from tbconsole.ui.present.wording import format_value
 from tbconsole.ui.trialfiles import TokenDecoder
 from tbconsole.ui.widgets.base import palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

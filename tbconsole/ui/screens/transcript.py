@@ -26,9 +26,9 @@ from textual.widgets import Static
 from tbconsole.capturefile import CaptureRecord, CaptureTail
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import RunState, TrialState
-from tbconsole.ui.present import format_count, format_duration
-from tbconsole.ui.sanitize import one_line
-from tbconsole.ui.transcript_doc import Options, TranscriptBuilder
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
+from tbconsole.ui.present.wording import format_count, format_duration
 from tbconsole.ui.trialfiles import TokenDecoder, TrialFiles, capture_path, files_signature, load_trial_files
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

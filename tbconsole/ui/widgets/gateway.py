@@ -7,9 +7,9 @@ from rich.console import Group
 from rich.text import Text
 
 from tbconsole.state import RunState
-from tbconsole.ui.plotmath import sparkline
-from tbconsole.ui.present import GATEWAY_HELP, format_count, format_duration, probes_stopped
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.plotmath import sparkline
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import GATEWAY_HELP, format_count, format_duration, probes_stopped
 from tbconsole.ui.widgets.base import Palette, Panel
 
 

@@ -10,7 +10,8 @@ from textual.widgets import Static
 
 from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import RunState
-from tbconsole.ui.present import (
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import (
     ADVISORY_CLEARED_SHOWN_S,
     ADVISORY_HELP,
     HEADER_HELP,
@@ -25,7 +26,6 @@ from tbconsole.ui.present import (
     sorted_active,
     status_label,
 )
-from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, palette_of
 
 

@@ -8,8 +8,8 @@ from rich.console import Group
 from rich.text import Text
 
 from tbconsole.state import RunState
-from tbconsole.ui.plotmath import sparkline
-from tbconsole.ui.present import METRIC_ROWS
+from tbconsole.ui.present.plotmath import sparkline
+from tbconsole.ui.present.wording import METRIC_ROWS
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import Static
 
-from tbconsole.ui.present import format_count
+from tbconsole.ui.present.wording import format_count
 from tbconsole.ui.widgets.base import palette_of
 
 

@@ -8,9 +8,9 @@ from rich.console import Group
 from rich.text import Text
 
 from tbconsole.state import RunState, TaskStats, family_stats, task_family
-from tbconsole.ui.plotmath import bar, reward_bins, sparkline
-from tbconsole.ui.present import UNIFORM_WORDS, advises_on, format_count, uniform_groups
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.plotmath import bar, reward_bins, sparkline
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import UNIFORM_WORDS, advises_on, format_count, uniform_groups
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 

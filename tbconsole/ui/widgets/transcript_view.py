@@ -1,4 +1,4 @@
-"""A scrolling view of a transcript document (``tbconsole.ui.transcript_doc``) that draws only
+"""A scrolling view of a transcript document (``tbconsole.ui.present.transcript_doc``) that draws only
 what is on screen, with Textual's Line API.
 
 Every piece has a height: exact once it has been drawn at the current width, estimated from its
@@ -25,7 +25,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tbconsole.ui.transcript_doc import Piece, Section
+from tbconsole.ui.present.transcript_doc import Piece, Section
 from tbconsole.ui.widgets.base import Palette, palette_of
 
 CACHE_LINES = 20_000  # strips kept for pieces drawn earlier

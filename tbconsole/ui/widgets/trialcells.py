@@ -9,7 +9,8 @@ from rich.text import Text
 from tbconsole.enums import TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
 from tbconsole.state.model import EvaluationState
-from tbconsole.ui.present import (
+from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.wording import (
     PHASE_LABELS,
     UNIFORM_FLAGS,
     format_count,
@@ -18,7 +19,6 @@ from tbconsole.ui.present import (
     solved_reward,
     uniform_kind,
 )
-from tbconsole.ui.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette
 
 CELL_PADDING = 1  # blank columns on each side of every cell, as DataTable drew them

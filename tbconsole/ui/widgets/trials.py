@@ -21,8 +21,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tbconsole.state import RunState, TrialState
-from tbconsole.ui.filters import trial_matches
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.filters import trial_matches
+from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.trialcells import (
     CELL_PADDING,

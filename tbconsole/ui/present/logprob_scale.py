@@ -24,7 +24,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 
-from tbconsole.ui.sanitize import plain
+from tbconsole.ui.present.sanitize import plain
 
 FLOOR = 1e-4  # nats: surprisals below this all look alike (p > 0.9999)
 CEIL = 10.0  # nats: p ≈ 4.5e-5 and below get the scale's last colour

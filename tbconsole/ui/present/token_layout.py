@@ -18,7 +18,7 @@ from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 
-from tbconsole.ui.sanitize import plain
+from tbconsole.ui.present.sanitize import plain
 
 
 def shown(piece: str) -> str:

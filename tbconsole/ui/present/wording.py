@@ -21,7 +21,7 @@ from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.runlist import RunCondition, last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
-from tbconsole.ui.sanitize import one_line
+from tbconsole.ui.present.sanitize import one_line
 
 PHASE_LABELS: dict[str, str] = {
     TrialPhase.QUEUED: "queued",

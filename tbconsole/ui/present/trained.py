@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tbconsole.state import RunState
-from tbconsole.ui.present import format_value
+from tbconsole.ui.present.wording import format_value
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tbconsole.capturefile import CaptureRecord, MessageText, ToolCallText
 from tbconsole.inert import strip_ansi
 from tbconsole.state import TrialState, Turn
-from tbconsole.ui.sanitize import one_line, plain
+from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles
 
 PIECE_LINES = 40  # source lines per piece of a long text
