@@ -285,7 +285,9 @@ def demonstration(
         )
     return tinker.Datum(
         model_input=tinker.ModelInput.from_ints(tokens[:-1]),
-        loss_fn_inputs={"target_tokens": tokens[1:], "weights": weights[1:]},
+        # tinker annotates loss_fn_inputs as dict[str, TensorData], but Datum.__post_init__ takes
+        # lists too and converts them by key (int64 target tokens, float32 weights).
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": weights[1:]},  # type: ignore[dict-item]
     )
 
 
@@ -487,6 +489,7 @@ def train(
             settings.seed,
             observation,
         )
+        assert engine.engine is not None  # set by the with block's start
         folder = engine.engine.store.dir_for(CheckpointRef.parse(path))
     # The export is built beside out_dir and put in its place whole: a run that fails leaves the
     # previous export as it was. The engine's folder (scratch) is read before it is removed.
@@ -494,7 +497,7 @@ def train(
         for name in ("adapter_model.safetensors", "adapter_config.json"):
             shutil.copy2(folder / name, out_tmp / name)
         shutil.rmtree(scratch, ignore_errors=True)
-        report = {
+        report: dict[str, Any] = {
             "settings": asdict(settings),
             "seconds": round(time.monotonic() - started, 1),
             "final_loss": history[-1]["loss"] if history else None,

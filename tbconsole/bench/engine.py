@@ -168,8 +168,10 @@ def run(args: argparse.Namespace) -> int:
         data = []
         for _ in range(args.train_seqs):
             ids = rand_tokens(args.train_len + 1)
+            # tinker annotates loss_fn_inputs as dict[str, TensorData]; Datum.__post_init__ takes
+            # lists too and converts them by key (int64 target tokens).
             data.append(types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                                    loss_fn_inputs={"target_tokens": ids[1:]}))  # fmt: skip
+                                    loss_fn_inputs={"target_tokens": ids[1:]}))  # type: ignore[dict-item]  # fmt: skip
 
         def srv_train() -> None:
             fb = tc.forward_backward(data, "cross_entropy")

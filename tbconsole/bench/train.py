@@ -32,9 +32,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tbconsole.bench.proxy import BASH_TOOL, WORDS, filler_text
+
+if TYPE_CHECKING:  # openai is only a test dependency, imported when the benchmark runs
+    from openai.types.chat import ChatCompletionAssistantMessageParam, ChatCompletionMessageParam
 
 TARGET_TOKEN_RATIO = 20.0
 
@@ -120,7 +123,7 @@ async def _drive(renderer, tokenizer, args, continuity: bool, capture_dir: Path)
         credential = proxy.register_trial("bench-0")
         client = openai.AsyncOpenAI(base_url=credential.openai_base_url, api_key=credential.api_key, max_retries=0)
         rng = random.Random(7)
-        messages: list[dict[str, Any]] = [
+        messages: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": "You are a helpful assistant that can run bash commands."},
             {"role": "user", "content": "Please solve this task:\n" + filler_text(rng, 120)},
         ]
@@ -132,7 +135,7 @@ async def _drive(renderer, tokenizer, args, continuity: bool, capture_dir: Path)
             )
             message = response.choices[0].message
             # The echo as mini-swe-agent's litellm sends it: content and tool calls, no reasoning.
-            echo: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+            echo: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": message.content or ""}
             calls = [c.model_dump() for c in message.tool_calls or []]
             if calls:
                 echo["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]} for c in calls]

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import tinker
 
@@ -23,6 +23,15 @@ _SECRET = re.compile(
     r"(?i)(bearer\s+|(?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[=:]\s*[\"']?)"
     r"[^\s\"',;&}]+|\b(?:sk|tml)-[A-Za-z0-9_-]{8,}"
 )
+
+
+class Sampler(Protocol):
+    """What the proxy samples from: a ``tinker.SamplingClient``, or a stand-in with its
+    ``sample_async`` (``proxy.scripted.ScriptedSampler``)."""
+
+    async def sample_async(
+        self, prompt: tinker.ModelInput, num_samples: int, sampling_params: tinker.SamplingParams
+    ) -> tinker.SampleResponse: ...
 
 
 @dataclass

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tinker
 from tinker_cookbook.completers import TokensWithLogprobs
@@ -51,6 +51,9 @@ from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
 from tbconsole.runner.outcomes import GATEWAY_DOWN, Capture, Outcome, TrialFailed, cancelled_by_user, failure, judge
 from tbconsole.runner.trials import TrialTemplate
+
+if TYPE_CHECKING:  # the proxy is imported when a group runs (run_group)
+    from tbconsole.proxy.sampling import Sampler
 
 
 class StopRun(Exception):
@@ -200,7 +203,7 @@ class TrialRun:
 
 
 async def run_group(
-    ctx: RunContext, builder: HarborGroupBuilder, sampling_client: tinker.SamplingClient, attempt: int = 0
+    ctx: RunContext, builder: HarborGroupBuilder, sampling_client: Sampler, attempt: int = 0
 ) -> RolloutResult:
     from tbconsole.proxy import CaptureProxy
 

@@ -436,6 +436,7 @@ def synthetic_run(
                     total_tokens += out_tokens
                     g_end = max(g_end, t)
                 if failing:
+                    assert fail_ts is not None  # set at the group's second trial
                     # As the runner: the failure cancels the group's other trials (they send no
                     # trial.ended), the group ends unscored, then the error asks for a decision.
                     doomed = set(names)
