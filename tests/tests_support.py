@@ -20,6 +20,9 @@ def missing(what: str, fix: str) -> None:
     pytest.skip(what)
 
 
+CGROUP_FIX = "Run the tests as root on a host with a writable cgroup v2 (or v1 memory and cpu) hierarchy."
+
+
 def need_tmux() -> None:
     import shutil
 

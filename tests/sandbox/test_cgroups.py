@@ -18,7 +18,7 @@ import pytest
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.namespace import clean_leftovers
 
-from tests_support import pids_with
+from tests_support import CGROUP_FIX, missing, pids_with
 
 pytestmark = pytest.mark.root
 
@@ -64,11 +64,11 @@ def foreign_parents():
             try:
                 path.mkdir()
             except OSError as exc:
-                pytest.skip(f"cannot create cgroups here: {exc.strerror}")
+                missing(f"cannot create cgroups here: {exc.strerror}", CGROUP_FIX)
             made.append(path)
             paths.append(path)
         if not paths:
-            pytest.skip("no cgroup hierarchy with memory or cpu here")
+            missing("no cgroup hierarchy with memory or cpu here", CGROUP_FIX)
         return paths
 
     yield make
@@ -98,7 +98,7 @@ def _start_runner(root: Path, parents: list[Path]) -> tuple[subprocess.Popen, di
         proc.kill()
         proc.wait()
         clean_leftovers(root)
-        pytest.skip(f"limits not applied here: {info['note']}")
+        missing(f"limits not applied here: {info['note']}", CGROUP_FIX)
     return proc, info
 
 

@@ -20,7 +20,7 @@ from tbconsole.sandbox.namespace import (
     clean_leftovers,
 )
 
-from tests_support import pids_with
+from tests_support import CGROUP_FIX, missing, pids_with
 
 pytestmark = pytest.mark.root
 
@@ -233,7 +233,7 @@ async def test_memory_limit_applies(root):
     await box.start()
     try:
         if box.limits_note:
-            pytest.skip(box.limits_note)
+            missing(f"memory limits not applied here: {box.limits_note}", CGROUP_FIX)
         # Touch 256 MB inside a 64 MB ceiling: the kernel's OOM killer ends it.
         r = await box.exec("python3 -c 'b = bytearray(256 * 1024 * 1024); print(len(b))'")
         assert r.return_code != 0
