@@ -21,7 +21,7 @@ from tbconsole.events import (
 from tbconsole.state import RunState, reduce, reduce_all
 from tbconsole.state.model import ADVISORY_LOG_LEN
 from tbconsole.synthetic.run import write_jsonl
-from tbconsole.ui.source import Replay, read_all
+from tbconsole.ui.data.source import Replay, read_all
 
 FINISHED = Path(__file__).parent / "ui" / "fixtures" / "finished" / "events.jsonl"
 KL = "optim/kl_sample_train_v1"

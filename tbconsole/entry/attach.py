@@ -67,7 +67,7 @@ def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
 def run_attach(args: argparse.Namespace) -> int:
     from tbconsole.lease import RunnerState, read_lease
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import run_has_ended
+    from tbconsole.ui.data.source import run_has_ended
 
     log_path: Path = args.log_path
     events_file = log_path if log_path.is_file() else RunFolder(log_path).events
@@ -99,7 +99,7 @@ def attach_console(log_path: Path, theme: str | None) -> int:
 def attach_app(log_path: Path, theme: str | None):
     """The attach-mode ``ConsoleApp`` over ``log_path`` (not yet running)."""
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import FileControls, LeaseWatch, TailSource
+    from tbconsole.ui.data.source import FileControls, LeaseWatch, TailSource
 
     return ConsoleApp(
         source=TailSource(log_path),
@@ -158,7 +158,7 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
     """Open the run as a replay does (at its end: its snapshot and the events after it),
     headless, then export the screen as it stands (SVG)."""
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import FileReplay
+    from tbconsole.ui.data.source import FileReplay
 
     try:
         cols, rows = (int(n) for n in size.lower().split("x"))
@@ -168,7 +168,7 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
 
     # A run still going is shot as it stands: the header says [live], not [replay].
     from tbconsole.lease import RunnerState, read_lease
-    from tbconsole.ui.source import run_has_ended
+    from tbconsole.ui.data.source import run_has_ended
 
     run_dir = events_file.parent
     going = not run_has_ended(run_dir) or read_lease(run_dir).state is RunnerState.LIVE
@@ -211,7 +211,7 @@ def run_console(bus, control, theme: str | None = None, *, work: Callable[[], Aw
     until it exits.
     """
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import BusSource, LocalControls
+    from tbconsole.ui.data.source import BusSource, LocalControls
 
     app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), theme=theme, mode="live", work=work)
     app.run()
@@ -225,7 +225,7 @@ def _demo_events(args: argparse.Namespace) -> int:
     from tbconsole.events import EventBus
     from tbconsole.synthetic.run import synthetic_run
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import Replay
+    from tbconsole.ui.data.source import Replay
 
     if args.replay:
         events = list(synthetic_run(steps=args.steps, error_at=(1, 2), pause_after=0, seed=args.seed))

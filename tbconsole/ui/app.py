@@ -37,6 +37,7 @@ from tbconsole.enums import ControlState, RunStatus
 from tbconsole.lease import LeaseView, RunnerState
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
+from tbconsole.ui.data.source import FileReplay, LeaseWatch, NoControls, Replay, allowed_commands
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import ADVISORY_FRESH_S, runner_over
 from tbconsole.ui.screens.confirm import ConfirmScreen
@@ -44,7 +45,6 @@ from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
-from tbconsole.ui.source import FileReplay, LeaseWatch, NoControls, Replay, allowed_commands
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 
 RUN_COMMANDS = {"pause", "resume", "stop", "abort", "decide"}
@@ -202,7 +202,7 @@ class ConsoleApp(App[int]):
         snapshot and the events after it: what attaching to a run does), handed over for the
         first frame; then where its steps start, for the moves (``FileReplay``). None of its
         events stays in memory."""
-        from tbconsole.ui.source import index_steps, restore_file
+        from tbconsole.ui.data.source import index_steps, restore_file
 
         path = self.replay_path
         try:

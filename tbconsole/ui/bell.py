@@ -11,7 +11,7 @@ import time
 from tbconsole.enums import RunStatus
 from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, RunEnded
 from tbconsole.notify import ADVISORY, RUN_ENDED, attention
-from tbconsole.ui.source import Inbox
+from tbconsole.ui.data.source import Inbox
 
 
 def rings(event: Event) -> bool:

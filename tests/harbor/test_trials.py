@@ -12,7 +12,7 @@ import pytest
 from tbconsole.enums import TrialOutcome
 from tbconsole.taskset import BUNDLED_TASKS_DIR, discover, load
 from tbconsole.trial import build_trial_config, run_trial
-from tbconsole.ui.trialfiles import load_trial_files
+from tbconsole.ui.data.trialfiles import load_trial_files
 
 from tests_support import pids_with
 

@@ -125,10 +125,10 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
     from tbconsole.runner import demo, train
     from tbconsole.runner.options import parse
     from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.data.source import BusSource, LocalControls
     from tbconsole.ui.screens.advisories import AdvisoriesScreen
     from tbconsole.ui.screens.confirm import ConfirmScreen
     from tbconsole.ui.screens.decision import DecisionScreen
-    from tbconsole.ui.source import BusSource, LocalControls
     from tbconsole.ui.widgets.base import palette_of
     from tbconsole.ui.widgets.trialcells import cell_text
 

@@ -7,7 +7,7 @@ from tbconsole.control import RunControl
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.rollout import RunContext, claim_attempt
 from tbconsole.runner.trials import ProxySettings, TrialTemplate
-from tbconsole.ui.trialfiles import capture_path
+from tbconsole.ui.data.captures import capture_path
 
 
 def _context(log_path: Path) -> RunContext:

@@ -12,11 +12,11 @@ from tbconsole.enums import AdvisorySeverity
 from tbconsole.events import AdvisoryCleared
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import ListSource, Replay
 from tbconsole.ui.screens.advisories import AdvisoriesScreen
 from tbconsole.ui.screens.group import GroupScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import ListSource, Replay
 from tbconsole.ui.widgets.base import Palette
 from tbconsole.ui.widgets.header import AdvisoryStrip
 from tbconsole.ui.widgets.metrics import MetricsPanel

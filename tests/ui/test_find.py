@@ -11,19 +11,19 @@ from tbconsole.capturefile import CaptureRecord, MessageText, ReplyText, ToolCal
 from tbconsole.events import read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.captures import search_run
+from tbconsole.ui.data.source import Replay
 from tbconsole.ui.present.transcript_search import (
     SearchResult,
     TrialRef,
     compile_query,
     search_records,
-    search_run,
     snippet,
     trials_to_search,
 )
 from tbconsole.ui.screens.find import FindScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Replay
 
 from conftest import T_FIXED, wait_for
 from tests_support import missing

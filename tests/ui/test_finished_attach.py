@@ -18,8 +18,8 @@ from tbconsole.state.snapshot import encode, write_snapshot
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
 from tbconsole.timeline import StepReader
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import FileReplay, Replay, index_steps, step_marks
 from tbconsole.ui.present.wording import exit_summary
-from tbconsole.ui.source import FileReplay, Replay, index_steps, step_marks
 
 from conftest import wait_for
 

@@ -18,6 +18,8 @@ from tbconsole.events import GroupStarted, RunStarted, TrialEnded, read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import GroupState, TrialState
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import Replay
+from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.present.group_compare import (
     Action,
     TrialColumn,
@@ -29,8 +31,6 @@ from tbconsole.ui.present.group_compare import (
 from tbconsole.ui.screens.group import GroupScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Replay
-from tbconsole.ui.trialfiles import TokenDecoder
 
 from conftest import FIXTURES, T_FIXED, wait_for
 from tests_support import missing
@@ -107,7 +107,7 @@ def test_a_turns_action_is_its_first_tool_call_else_its_shell_block_else_its_fir
 
 
 def test_a_capture_without_text_is_read_back_from_its_tokens():
-    decoder = TokenDecoder.for_model(None)  # the local engine's tokenizer
+    decoder = load_decoder(None)  # the local engine's tokenizer
     assert decoder.available
     tokens = decoder._tok.encode("Let me look.\n```bash\nls /app\n```").ids
     old = CaptureRecord(turn=3, prompt_len=10, output=tuple(tokens), logprobs=())

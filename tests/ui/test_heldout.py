@@ -22,10 +22,10 @@ from tbconsole.state.snapshot import decode as decode_snapshot
 from tbconsole.state.snapshot import encode as encode_snapshot
 from tbconsole.synthetic.run import HELDOUT_TASKS, record_run, synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import Replay
 from tbconsole.ui.present.trained import trial_training
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Replay
 
 from conftest import T_FIXED, wait_for
 

@@ -27,12 +27,12 @@ from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import ListSource
 from tbconsole.ui.present.wording import exit_summary
 from tbconsole.ui.screens.advisories import AdvisoriesScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import ListSource
 
 from conftest import wait_for
 

@@ -8,6 +8,7 @@ from textual.geometry import Region
 
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import ListSource
 from tbconsole.ui.present.wording import (
     BYTE_UNITS,
     COMPACT_WIDTH,
@@ -19,7 +20,6 @@ from tbconsole.ui.present.wording import (
     format_value,
 )
 from tbconsole.ui.screens.main import PANELS
-from tbconsole.ui.source import ListSource
 from tbconsole.ui.widgets.base import columns
 from tbconsole.ui.widgets.header import RunHeader
 from tbconsole.ui.widgets.trials import TrialsGrid

@@ -11,9 +11,9 @@ import pytest
 from tbconsole.events import StepMetrics, TrialEnded, read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import Replay, TailSource
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.timeline import TimelineScreen
-from tbconsole.ui.source import Replay, TailSource
 
 from conftest import FIXTURES, rendered, wait_for
 

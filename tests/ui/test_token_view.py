@@ -16,11 +16,11 @@ from tbconsole.events import RunStarted, read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.state.reducer import reduce_all
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import Replay
 from tbconsole.ui.present.logprob_scale import LogprobScale, TurnStats, escaped, logprob_text, position, prob_text
 from tbconsole.ui.present.token_layout import lay_out, shown, word_start
 from tbconsole.ui.present.trained import trial_training
 from tbconsole.ui.screens.tokens import TokenScreen
-from tbconsole.ui.source import Replay
 
 from conftest import FIXTURES, T_FIXED, wait_for
 

@@ -14,11 +14,12 @@ from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import BusSource, Replay
+from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
+from tbconsole.ui.present.trial_outputs import AtifStep, TrialFiles
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import BusSource, Replay
-from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles
 
 from conftest import T_FIXED, wait_for
 
@@ -71,7 +72,7 @@ def test_a_line_without_text_is_decoded_from_its_tokens(tmp_path):
     builder = TranscriptBuilder()
     waiting = shown_text(builder.build(t, records, TrialFiles(trial_dir=None), Options()))
     assert "decoding its tokens" in waiting
-    decoder = TokenDecoder.for_model(state.model_name)
+    decoder = load_decoder(state.model_name)
     assert decoder.available
     text = shown_text(builder.build(t, records, TrialFiles(trial_dir=None), Options(decoder=decoder)))
     assert "decoded from its tokens" in text and "echo synthetic" in text

@@ -7,8 +7,8 @@ import pytest
 from tbconsole.entry.attach import attach_app
 from tbconsole.entry.bench_ui.console import start_demo, stop_runner
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import Replay, read_all
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import Replay, read_all
 
 from conftest import wait_for
 

@@ -7,7 +7,7 @@ import pytest
 from make_fixtures import record_finished
 
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.source import Replay
+from tbconsole.ui.data.source import Replay
 
 from conftest import T_FIXED
 

@@ -11,6 +11,7 @@ from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyReques
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import flood, play, synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import BusSource, ListSource, LocalControls, Replay
 from tbconsole.ui.present.filters import did_not_submit
 from tbconsole.ui.present.wording import METRIC_ROWS
 from tbconsole.ui.screens.confirm import ConfirmScreen
@@ -18,7 +19,6 @@ from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
-from tbconsole.ui.source import BusSource, ListSource, LocalControls, Replay
 
 from conftest import T_FIXED, rendered, wait_for
 

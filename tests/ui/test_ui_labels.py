@@ -4,8 +4,8 @@ run, and a meaning behind every metric and counter (tooltips)."""
 import pytest
 
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.data.source import Replay
 from tbconsole.ui.present.wording import METRIC_ROWS
-from tbconsole.ui.source import Replay
 
 from conftest import T_FIXED, rendered, wait_for
 
@@ -51,7 +51,7 @@ async def test_hovering_a_metric_or_counter_explains_it(finished_events):
 
 async def test_the_held_out_evaluation_shows_as_its_own_phase():
     from tbconsole.events import ControlChanged, EvaluationStarted, RunStarted
-    from tbconsole.ui.source import ListSource
+    from tbconsole.ui.data.source import ListSource
 
     events = [
         RunStarted(

@@ -10,15 +10,12 @@ from rich.console import Console
 
 from tbconsole.events import GroupEnded
 from tbconsole.synthetic.run import HOSTILE
+from tbconsole.ui.data.captures import capture_path, read_capture_outputs
+from tbconsole.ui.data.tokenizer import load_decoder
+from tbconsole.ui.data.trialfiles import load_trial_files, parse_atif
 from tbconsole.ui.present import plotmath
 from tbconsole.ui.present.sanitize import one_line, plain, text
-from tbconsole.ui.trialfiles import (
-    TokenDecoder,
-    capture_path,
-    load_trial_files,
-    parse_atif,
-    read_capture_outputs,
-)
+from tbconsole.ui.present.token_text import TokenDecoder
 
 from tests_support import missing
 
@@ -83,7 +80,7 @@ def test_hostile_strings_render_inert(hostile):
 
 def test_a_programs_terminal_output_loses_its_codes_and_a_models_text_keeps_them_visible():
     from tbconsole.ui.present.transcript_doc import agent_log_section, texts
-    from tbconsole.ui.trialfiles import TrialFiles
+    from tbconsole.ui.present.trial_outputs import TrialFiles
 
     litellm = "\x1b[1;31mProvider List: https://docs.litellm.ai/docs/providers\x1b[0m\n\x1b]0;title\x07done \x1b lone"
     section = agent_log_section(TrialFiles(trial_dir=None, agent_logs=[("mini-swe-agent.txt", litellm)]))
@@ -225,7 +222,7 @@ def test_token_decoder_decodes_one_token_at_a_time():
 
 
 def test_token_decoder_uses_a_tokenizer_when_there_is_one():
-    decoder = TokenDecoder.for_model("no-such/model")
+    decoder = load_decoder("no-such/model")
     if not decoder.available:
         missing("no tokenizer.json found (engine assets missing)", "Reinstall: make setup.")
     text = "hello world, again"
@@ -340,8 +337,11 @@ def test_plain_parts_of_the_ui_do_not_import_textual():
         "tbconsole.synthetic.run",
         "tbconsole.ui.present.plotmath",
         "tbconsole.ui.present.sanitize",
-        "tbconsole.ui.source",
-        "tbconsole.ui.trialfiles",
+        "tbconsole.ui.data.source",
+        "tbconsole.ui.data.trialfiles",
+        "tbconsole.ui.data.captures",
+        "tbconsole.ui.data.timeline",
+        "tbconsole.ui.data.tokenizer",
         "tbconsole.ui.present.wording",
         "tbconsole.ui.present.filters",
     ]
@@ -361,7 +361,7 @@ def test_attach_path_imports_no_heavy_modules(tmp_path):
         "import sys\n"
         "from tbconsole.entry import attach\n"
         "from tbconsole.ui.app import ConsoleApp\n"
-        "from tbconsole.ui.source import TailSource, Replay, FileControls\n"
+        "from tbconsole.ui.data.source import TailSource, Replay, FileControls\n"
         "heavy = ('torch', 'harbor', 'tinker', 'tinker_cookbook', 'transformers', 'aiohttp', 'litellm', 'numpy')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
     )

@@ -7,7 +7,7 @@ import pytest
 
 from tbconsole.events import ControlChanged
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.source import ListSource, LocalControls, Replay
+from tbconsole.ui.data.source import ListSource, LocalControls, Replay
 
 from conftest import T_FIXED
 

@@ -434,7 +434,7 @@ def test_fixtures_are_current():
 def test_replay_marks_without_batch_events():
     """The real runner's demo run (fixtures/demo-run) sends no BatchStarted: steps start at their
     first GroupStarted."""
-    from tbconsole.ui.source import Replay
+    from tbconsole.ui.data.source import Replay
 
     events = list(read_events(FIXTURES / "demo-run" / "events.jsonl"))
     replay = Replay(events)
@@ -543,7 +543,7 @@ def test_variants_roll_up_by_family_and_other_tasks_stay_their_own():
 async def test_the_rewards_table_shows_families_of_variants():
     from tbconsole.events import GroupStarted, TrialEnded, TrialPhase
     from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.source import ListSource
+    from tbconsole.ui.data.source import ListSource
 
     from conftest import rendered, wait_for
 

@@ -144,9 +144,9 @@ def long_trial_run(log_path: Path, turns: int = 200) -> list[Event]:
 
 async def _open_and_scroll(events: list[Event], *, opens: int, scroll: bool, draw_everything: bool) -> dict:
     from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.data.source import Replay
     from tbconsole.ui.screens.main import MainScreen
     from tbconsole.ui.screens.transcript import TranscriptScreen
-    from tbconsole.ui.source import Replay
     from tbconsole.ui.widgets.transcript_view import TranscriptView
 
     TranscriptView.draw_everything = draw_everything

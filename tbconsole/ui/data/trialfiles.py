@@ -8,7 +8,11 @@ the console).
   exception_info, task path → ``instruction.md``); ``exception.txt``; the agent's own logs
   (``agent/*.txt``, their tail);
 - the proxy's capture file of the trial attempt (``RunFolder.capture_file``; read with
-  ``tbconsole.capturefile``), and ``TokenDecoder`` for lines that carry tokens but no text.
+  ``tbconsole.capturefile``); its lines that carry tokens but no text are decoded with the
+  model's tokenizer (``tbconsole.ui.data.tokenizer``).
+
+What was read is handed on as ``tbconsole.ui.present.trial_outputs.TrialFiles``: presentation
+builds the transcript from it without opening a file.
 """
 
 from __future__ import annotations
@@ -17,42 +21,13 @@ import errno
 import json
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbconsole.capturefile import read_records
-from tbconsole.runfolder import RunFolder
-from tbconsole.tokenizerfile import tokenizer_path
+from tbconsole.ui.present.trial_outputs import AtifStep, TrialFiles
 
 MAX_FILE = 2 << 20  # bytes read from any one file
 AGENT_LOG_TAIL = 32 << 10  # bytes shown of each agent log: its end says how the agent stopped
-
-
-@dataclass
-class AtifStep:
-    step_id: int
-    source: str
-    message: str
-    reasoning: str | None = None
-    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (function, arguments as JSON)
-    observations: list[str] = field(default_factory=list)
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-@dataclass
-class TrialFiles:
-    trial_dir: Path | None
-    instruction: str | None = None
-    steps: list[AtifStep] = field(default_factory=list)
-    verifier_stdout: str | None = None
-    verifier_stderr: str | None = None
-    rewards: dict[str, Any] | None = None
-    exception: str | None = None
-    agent_logs: list[tuple[str, str]] = field(default_factory=list)  # (name, its tail)
-    problems: list[str] = field(default_factory=list)
-    signature: tuple = ()  # (path, size, mtime) of what was read: reload when it changes
 
 
 def _open_file(path: Path):
@@ -236,78 +211,3 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
                 out.instruction = step.message
                 break
     return out
-
-
-# -- captures ------------------------------------------------------------------------------
-
-
-def capture_path(log_path: str | Path | None, step: int, group: int, trial: str) -> Path | None:
-    """The capture file of ``trial`` (a retried attempt's id names its own ``-rN`` folder)."""
-    if not log_path:
-        return None
-    return RunFolder(log_path).capture_file(step, group, trial)
-
-
-@dataclass
-class CaptureTurn:
-    turn: int
-    output: list[int]
-    logprobs: list[float]
-    stop_reason: str | None
-
-
-def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
-    """Output tokens and logprobs per captured turn. Damaged or cut-short lines are skipped:
-    this is a viewer."""
-    return [
-        CaptureTurn(turn=r.turn, output=list(r.output), logprobs=list(r.logprobs), stop_reason=r.stop_reason)
-        for r in read_records(path)
-    ]
-
-
-class TokenDecoder:
-    """Token id → text, for colouring a turn by logprob and for capture lines without text.
-    Uses the ``tokenizers`` library (no torch) on ``tokenizer_path``'s file. Without one, ids
-    are shown."""
-
-    def __init__(self, tokenizer: Any = None):
-        self._tok = tokenizer
-        self._cache: dict[int, str] = {}
-
-    @classmethod
-    def for_model(cls, model_name: str | None) -> TokenDecoder:
-        path = tokenizer_path(model_name)
-        if path is not None:
-            try:
-                from tokenizers import Tokenizer
-
-                return cls(Tokenizer.from_file(path))
-            except Exception:  # noqa: BLE001 - any failure means: show ids
-                pass
-        return cls(None)
-
-    @property
-    def available(self) -> bool:
-        return self._tok is not None
-
-    def piece(self, token: int) -> str:
-        text = self._cache.get(token)
-        if text is None:
-            if self._tok is None:
-                text = f"⟨{token}⟩"
-            else:
-                try:
-                    text = self._tok.decode([token], skip_special_tokens=False)
-                except Exception:  # noqa: BLE001
-                    text = f"⟨{token}⟩"
-            self._cache[token] = text
-        return text
-
-    def decode(self, tokens: list[int] | tuple[int, ...]) -> str:
-        """A whole output as text (pieces decoded one by one would split multi-byte characters)."""
-        if self._tok is not None:
-            try:
-                return str(self._tok.decode(list(tokens), skip_special_tokens=False))
-            except Exception:  # noqa: BLE001
-                pass
-        return "".join(self.piece(t) for t in tokens)

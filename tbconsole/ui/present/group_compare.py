@@ -1,6 +1,7 @@
 """One group's trials side by side: per trial its reward, outcome, turns, tokens and advantage,
 and per captured turn the action it took, aligned by turn index, with the first turn where the
-trials' actions differ. Plain Python (no Textual): the group screen renders what is built here.
+trials' actions differ. Plain Python (no Textual, no files): the group screen renders what is
+built here from the records ``tbconsole.ui.data.captures.GroupCaptures`` reads.
 
 A turn's action is what the agent did with the reply: its first tool call (name and arguments),
 else, for agents that write their command in the text (mini-swe-agent: a fenced ``bash`` or
@@ -18,10 +19,8 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from tbconsole.capturefile import CaptureRecord, CaptureTail
-from tbconsole.runfolder import RunFolder
+from tbconsole.capturefile import CaptureRecord
 from tbconsole.state import GroupState, TrialState
 
 Decode = Callable[[tuple[int, ...]], str]
@@ -212,27 +211,3 @@ def compare_group(
         advantage_note=note,
         decoded=decoded,
     )
-
-
-class GroupCaptures:
-    """One group's trials' actions, read incrementally from their capture files (a live group's
-    files grow). ``decoder`` is asked for only when a line has no text (an older capture)."""
-
-    def __init__(self, log_path: str | Path | None, step: int, group: int, trials: Iterable[str]):
-        folder = RunFolder(log_path) if log_path else None
-        self.tails = {t: CaptureTail(folder.capture_file(step, group, t) if folder else None) for t in trials}
-        self.actions: dict[str, list[Action]] = {t: [] for t in self.tails}
-
-    def read_new(self, decoder: Callable[[], Decode | None] = lambda: None) -> bool:
-        """Read what was appended since the last call; True when anything was."""
-        grew = False
-        decode: Decode | None = None
-        for trial, tail in self.tails.items():
-            new = tail.read_new()
-            if not new:
-                continue
-            if decode is None and any(r.reply is None for r in new):
-                decode = decoder()
-            self.actions[trial] = sorted([*self.actions[trial], *actions_of(new, decode)], key=lambda a: a.turn)
-            grew = True
-        return grew

@@ -27,7 +27,8 @@ from tbconsole.capturefile import CaptureRecord, MessageText, ToolCallText
 from tbconsole.inert import strip_ansi
 from tbconsole.state import TrialState, Turn
 from tbconsole.ui.present.sanitize import one_line, plain
-from tbconsole.ui.trialfiles import AtifStep, TokenDecoder, TrialFiles
+from tbconsole.ui.present.token_text import TokenDecoder
+from tbconsole.ui.present.trial_outputs import AtifStep, TrialFiles
 
 PIECE_LINES = 40  # source lines per piece of a long text
 PIECE_CHARS = 4000  # characters per piece of a long text (a text may be one very long line)

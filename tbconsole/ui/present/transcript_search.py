@@ -13,10 +13,8 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from tbconsole.capturefile import CaptureRecord, read_records
-from tbconsole.runfolder import RunFolder
+from tbconsole.capturefile import CaptureRecord
 from tbconsole.state import RunState
 
 MATCH_LIMIT = 500  # results listed: one per text (a reply, a tool output) that matches
@@ -150,29 +148,3 @@ def search_records(
             line, start, end = snippet(text, found[0].start(), found[0].end())
             result.matches.append(Match(ref, record.turn, where, line, start, end, more=len(found) - 1))
     return True
-
-
-def search_run(
-    log_path: str | Path | None,
-    refs: list[TrialRef],
-    query: str,
-    *,
-    regex: bool = False,
-    limit: int = MATCH_LIMIT,
-) -> SearchResult:
-    """Search the capture files of ``refs`` under the run folder ``log_path``."""
-    result = SearchResult(query=query)
-    pattern = compile_query(query, regex)
-    if isinstance(pattern, str):
-        result.error = pattern
-        return result
-    if not log_path:
-        result.error = "the run's folder is not known (yet)"
-        return result
-    folder = RunFolder(log_path)
-    for ref in refs:
-        result.trials += 1
-        records = read_records(folder.capture_file(ref.step, ref.group, ref.trial))
-        if not search_records(pattern, ref, records, result, limit):
-            break
-    return result

@@ -1,6 +1,6 @@
 """`f`: find a string or a regular expression across the run's transcripts (the current step's
 trials, or those of every step kept in memory), list the matching trials and turns, and open
-one. The search reads capture files off the UI thread; see ``transcript_search``."""
+one. The search reads capture files off the UI thread (``tbconsole.ui.data.captures.search_run``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from textual.screen import Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tbconsole.ui.data.captures import search_run
 from tbconsole.ui.present.sanitize import one_line, plain
-from tbconsole.ui.present.transcript_search import Match, SearchResult, search_run, trials_to_search
+from tbconsole.ui.present.transcript_search import Match, SearchResult, trials_to_search
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 

@@ -13,10 +13,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from tbconsole.state import RunState
-from tbconsole.ui.present.group_compare import Action, GroupCaptures, GroupComparison, TrialColumn, compare_group
+from tbconsole.ui.data.captures import GroupCaptures
+from tbconsole.ui.data.tokenizer import load_decoder
+from tbconsole.ui.present.group_compare import Action, GroupComparison, TrialColumn, compare_group
 from tbconsole.ui.present.sanitize import one_line, text
+from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.wording import format_count, format_reward
-from tbconsole.ui.trialfiles import TokenDecoder
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 
@@ -123,7 +125,7 @@ class GroupScreen(Screen):
 
     def _decoder(self):
         if self.decoder is None:
-            self.decoder = TokenDecoder.for_model(self.app.state.model_name)
+            self.decoder = load_decoder(self.app.state.model_name)
         return self.decoder.decode
 
     def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:

@@ -2,15 +2,14 @@
 environment, agent setup, the agent with each model call's sampling, verifier), then the training
 rows after them, and the share of the step's wall time each kind of work took.
 
-It reads the run's ``events.jsonl`` (and the cookbook's ``timing_spans.jsonl``) itself, one step
-at a time (``tbconsole.timeline``), off the UI thread; while the run goes on it reads on once a
+It reads the run's ``events.jsonl`` (and the cookbook's ``timing_spans.jsonl``) one step at a time
+(``tbconsole.ui.data.timeline``), off the UI thread; while the run goes on it reads on once a
 second. Where the steps begin is kept between opens: opening it again reads only what the file
 gained since. ``[`` / ``]`` move between steps.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from rich.text import Text
@@ -21,8 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.runfolder import RunFolder
-from tbconsole.timeline import Share, Span, SpanKind, StepReader, StepTimeline, TrialRow
+from tbconsole.timeline import Share, Span, SpanKind, StepTimeline, TrialRow
+from tbconsole.ui.data.timeline import StepTimelines, timeline_files
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import PHASE_LABELS, TIMELINE_HELP, format_duration
 from tbconsole.ui.widgets.base import Palette, palette_of
@@ -252,10 +251,9 @@ class TimelineScreen(Screen):
     def __init__(self, step: int | None, events: Path, spans: Path | None = None):
         super().__init__()
         self.step = step
-        self.reader = StepReader.for_file(events, spans)  # the index kept from the last open, read on
+        self.timelines = StepTimelines(events, spans)  # the index kept from the last open, read on
         self.timeline: StepTimeline | None = None
         self.steps: list[int] = []
-        self._lock = threading.Lock()  # the reader is used by one worker at a time
         self._reading = False
         self._again = False
 
@@ -266,15 +264,11 @@ class TimelineScreen(Screen):
         run's own ``log_path``. None before the app knows of any."""
         state = app.state
         followed = getattr(app, "replay_path", None) or getattr(app.source, "path", None)
-        if followed is None and state.log_path is None:
+        files = timeline_files(followed, state.log_path)
+        if files is None:
             return None
-        if followed is not None and Path(followed).suffix == ".jsonl":
-            events = Path(followed)
-            folder = RunFolder(events.parent)
-        else:
-            folder = RunFolder(followed or state.log_path)
-            events = folder.events
-        return cls(state.step, events, folder.timing_spans)
+        events, spans = files
+        return cls(state.step, events, spans)
 
     def compose(self) -> ComposeResult:
         yield Static(id="whead")
@@ -310,15 +304,7 @@ class TimelineScreen(Screen):
 
     @work(thread=True, group="timeline")
     def _read(self, step: int | None, now: float | None) -> None:
-        with self._lock:
-            while self.reader.refresh():
-                pass
-            if step is None and self.reader.steps:
-                step = self.reader.steps[-1]
-            if step is not None:
-                self.reader.select(step)
-            timeline = self.reader.timeline(now)
-            steps = list(self.reader.steps)
+        step, timeline, steps = self.timelines.read(step, now)
         self.app.call_from_thread(self._done, step, timeline, steps)
 
     def _done(self, step: int | None, timeline: StepTimeline | None, steps: list[int]) -> None:

@@ -3,19 +3,17 @@ log-prob on a continuous scale with a legend, a cursor that shows one token's id
 numbers, whether the trial's tokens were trained on and with which advantage, and, where the run
 recorded them, the trainer's log-probs and the sampler↔trainer difference per token.
 
-Sources: the trial's capture file (tokens and sampler log-probs per turn, read with
-``capturefile``; a running trial's new turns are picked up once a second), the run's state (the
-loss mask and advantage: ``tbconsole.ui.present.trained``) and the trainer's per-token log-probs beside
-the captures (``RunFolder.trainer_logprobs_file``), when present. A trial that is not in the
-run's events (a held-out evaluation trial) is found by its id under the run folder.
+Sources, read through ``tbconsole.ui.data.captures``: the trial's capture file (tokens and
+sampler log-probs per turn; a running trial's new turns are picked up once a second) and the
+trainer's per-token log-probs beside the captures (``RunFolder.trainer_logprobs_file``), when
+present; and the run's state (the loss mask and advantage: ``tbconsole.ui.present.trained``). A
+trial that is not in the run's events (a held-out evaluation trial) is found by its id under the
+run folder.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
-from pathlib import Path
 
 from rich.style import Style
 from rich.text import Text
@@ -26,76 +24,18 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.capturefile import CaptureRecord, CaptureTail
-from tbconsole.runfolder import RunFolder
+from tbconsole.capturefile import CaptureRecord
 from tbconsole.state import RunState
+from tbconsole.ui.data.captures import CaptureFollower, TrialPlace, locate, read_trainer_logprobs
+from tbconsole.ui.data.tokenizer import shared_decoder
 from tbconsole.ui.present.logprob_scale import DiffScale, LogprobScale, TurnStats, escaped, logprob_text, prob_text
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.token_layout import TokenLayout, lay_out, word_start
+from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.trained import Training, trial_training
 from tbconsole.ui.present.wording import format_value
-from tbconsole.ui.trialfiles import TokenDecoder
 from tbconsole.ui.widgets.base import palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
-
-_TRIAL_ID = re.compile(r"\.s(\d+)g(\d+)t\d+(?:-r\d+)?$")  # runfolder.trial_id's shape
-_DECODERS: dict[str | None, TokenDecoder] = {}  # a tokenizer loads once per model and process
-
-
-def decoder_for(model_name: str | None) -> TokenDecoder:
-    decoder = _DECODERS.get(model_name)
-    if decoder is None:
-        decoder = _DECODERS[model_name] = TokenDecoder.for_model(model_name)
-    return decoder
-
-
-@dataclass(frozen=True)
-class TrialPlace:
-    capture: Path | None  # the trial attempt's capture file
-    trainer: Path | None  # the trainer's log-probs beside it (may not exist)
-    evaluation: bool = False  # a held-out evaluation trial
-    step: int | None = None
-    group: int | None = None
-
-
-def locate(state: RunState, trial: str) -> TrialPlace:
-    """Where a trial's captures are: from its state, else from its id (a held-out trial)."""
-    if not state.log_path:
-        return TrialPlace(None, None)
-    folder = RunFolder(state.log_path)
-    t = state.trials.get(trial)
-    if t is not None:
-        step, group = t.step, t.group
-    else:
-        m = _TRIAL_ID.search(trial)
-        if m is None:
-            return TrialPlace(None, None)
-        step, group = int(m.group(1)), int(m.group(2))
-        held = folder.heldout
-        if not folder.capture_file(step, group, trial).exists() and held.capture_file(step, group, trial).exists():
-            return TrialPlace(held.capture_file(step, group, trial), None, True, step, group)
-    trainer = folder.trainer_logprobs_file(step, group, trial) if hasattr(folder, "trainer_logprobs_file") else None
-    return TrialPlace(folder.capture_file(step, group, trial), trainer, False, step, group)
-
-
-def read_trainer_logprobs(path: Path | None) -> dict[int, list[float]]:
-    """Turn → the trainer's log-probs of its output tokens (a missing or damaged file: none)."""
-    if path is None:
-        return {}
-    import orjson
-
-    out: dict[int, list[float]] = {}
-    try:
-        lines = path.read_bytes().split(b"\n")
-    except OSError:
-        return {}
-    for line in lines:
-        try:
-            row = orjson.loads(line)
-            out[int(row["turn"])] = [float(x) for x in row["logprobs"]]
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return out
 
 
 class TokenText(Static):
@@ -140,7 +80,7 @@ class TokenScreen(Screen):
         self.turn = turn  # the capture's turn index asked for
         self.records: list[CaptureRecord] = []
         self.position = 0  # index into records
-        self.tail: CaptureTail | None = None
+        self.tail: CaptureFollower | None = None
         self.place = TrialPlace(None, None)
         self.decoder: TokenDecoder | None = None
         self.trainer: dict[int, list[float]] = {}
@@ -169,14 +109,14 @@ class TokenScreen(Screen):
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
         self.place = locate(self.app.state, self.trial)
-        self.tail = CaptureTail(self.place.capture)
+        self.tail = CaptureFollower(self.place.capture)
         self.run_worker(self._load, thread=True, exclusive=True, group="tokens")
         self.set_interval(1.0, self._poll)
         self._head()
 
     def _load(self) -> None:
         records = self.tail.read_new() if self.tail is not None else []
-        decoder = decoder_for(self.app.state.model_name)
+        decoder = shared_decoder(self.app.state.model_name)
         trainer = read_trainer_logprobs(self.place.trainer)
         self.app.call_from_thread(self._loaded, records, decoder, trainer)
 

@@ -2,7 +2,7 @@
 output, user text; then the reply: reasoning, text, tool calls), rejected requests, the
 verifier's output, reward or exception, the agent's log.
 
-The turns come from the trial's capture file, read as it grows (``CaptureTail``): once a second
+The turns come from the trial's capture file, read as it grows (``CaptureFollower``): once a second
 and whenever a ``proxy.request`` event of this trial arrives, so a reply shows within a second
 of its capture, live, attached or replayed. Lines without text (older runs) are decoded from
 their tokens; Harbor's files fill in the rest when they exist (``transcript_doc`` says which
@@ -23,13 +23,16 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.capturefile import CaptureRecord, CaptureTail
-from tbconsole.runfolder import RunFolder
+from tbconsole.capturefile import CaptureRecord
 from tbconsole.state import RunState, TrialState
+from tbconsole.ui.data.captures import CaptureFollower, trial_capture_file
+from tbconsole.ui.data.tokenizer import load_decoder
+from tbconsole.ui.data.trialfiles import files_signature, load_trial_files
 from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
+from tbconsole.ui.present.trial_outputs import TrialFiles
 from tbconsole.ui.present.wording import format_count, format_duration
-from tbconsole.ui.trialfiles import TokenDecoder, TrialFiles, capture_path, files_signature, load_trial_files
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 from tbconsole.ui.widgets.transcript_view import TranscriptView
@@ -55,7 +58,7 @@ class TranscriptScreen(Screen):
         self.new_turns = 0
         self.files: TrialFiles | None = None
         self.files_sig: tuple = ()
-        self.tail = CaptureTail(None)
+        self.tail = CaptureFollower()
         self.records: list[CaptureRecord] = []
         self.logprobs = False
         self.decoder: TokenDecoder | None = None
@@ -100,18 +103,11 @@ class TranscriptScreen(Screen):
             if where is not None:
                 where = Path(where)
                 folders.append(str(where.parent if where.suffix == ".jsonl" else where))
-        if t.evaluation:  # the held-out evaluation's captures are in its own run folder
-            folders = [str(RunFolder(folder).heldout.root) for folder in folders if folder]
-        paths = [capture_path(folder, t.step, t.group, self.trial) for folder in folders if folder]
-        return next((p for p in paths if p is not None and p.exists()), paths[0] if paths else None)
+        return trial_capture_file(t, folders)
 
     def _read_captures(self) -> bool:
         """Read what the capture file gained; True when there are new turns."""
-        if self.tail.path is None or not self.tail.path.exists():
-            path = self._capture_file()
-            if path != self.tail.path:
-                self.tail = CaptureTail(path)
-        new = self.tail.read_new()
+        new = self.tail.read_new(self._capture_file)
         if not new:
             return False
         self.records.extend(new)
@@ -135,7 +131,7 @@ class TranscriptScreen(Screen):
         self.run_worker(self._decoder_thread, thread=True, exclusive=True, group="decoder")
 
     def _decoder_thread(self) -> None:
-        decoder = TokenDecoder.for_model(self.app.state.model_name)
+        decoder = load_decoder(self.app.state.model_name)
         self.app.call_from_thread(self._decoder_ready, decoder)
 
     def _decoder_ready(self, decoder: TokenDecoder) -> None:

@@ -1,0 +1,199 @@
+"""A run's capture files (the proxy's lines, one file per trial attempt: ``tbconsole.capturefile``),
+read for the screens: the screens call these and never open a capture file themselves.
+
+- where a trial's capture file is (``capture_path``, ``trial_capture_file``, ``locate`` for the
+  token view, with the trainer's log-probs beside it);
+- one trial's file followed as it grows (``CaptureFollower``), one group's (``GroupCaptures``);
+- the trainer's per-token log-probs (``read_trainer_logprobs``); output tokens per turn
+  (``read_capture_outputs``);
+- the search across a run's transcripts (``search_run``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tbconsole.capturefile import CaptureRecord, CaptureTail, read_records
+from tbconsole.runfolder import RunFolder
+from tbconsole.state import RunState, TrialState
+from tbconsole.ui.present.group_compare import Action, Decode, actions_of
+from tbconsole.ui.present.transcript_search import (
+    MATCH_LIMIT,
+    SearchResult,
+    TrialRef,
+    compile_query,
+    search_records,
+)
+
+_TRIAL_ID = re.compile(r"\.s(\d+)g(\d+)t\d+(?:-r\d+)?$")  # runfolder.trial_id's shape
+
+
+# -- where a trial's captures are -------------------------------------------------------------
+
+
+def capture_path(log_path: str | Path | None, step: int, group: int, trial: str) -> Path | None:
+    """The capture file of ``trial`` (a retried attempt's id names its own ``-rN`` folder)."""
+    if not log_path:
+        return None
+    return RunFolder(log_path).capture_file(step, group, trial)
+
+
+@dataclass
+class CaptureTurn:
+    turn: int
+    output: list[int]
+    logprobs: list[float]
+    stop_reason: str | None
+
+
+def read_capture_outputs(path: Path | None) -> list[CaptureTurn]:
+    """Output tokens and logprobs per captured turn. Damaged or cut-short lines are skipped:
+    this is a viewer."""
+    return [
+        CaptureTurn(turn=r.turn, output=list(r.output), logprobs=list(r.logprobs), stop_reason=r.stop_reason)
+        for r in read_records(path)
+    ]
+
+
+def trial_capture_file(trial: TrialState, folders: Sequence[str | Path | None]) -> Path | None:
+    """``trial``'s capture file under the first of ``folders`` (run folders: the run's log_path,
+    then the folder this console reads, for a run folder moved or copied) that has it, else where
+    the first would put it. A held-out evaluation's captures are in its own run folder."""
+    if trial.evaluation:
+        folders = [str(RunFolder(folder).heldout.root) for folder in folders if folder]
+    paths = [capture_path(folder, trial.step, trial.group, trial.trial) for folder in folders if folder]
+    return next((p for p in paths if p is not None and p.exists()), paths[0] if paths else None)
+
+
+@dataclass(frozen=True)
+class TrialPlace:
+    capture: Path | None  # the trial attempt's capture file
+    trainer: Path | None  # the trainer's log-probs beside it (may not exist)
+    evaluation: bool = False  # a held-out evaluation trial
+    step: int | None = None
+    group: int | None = None
+
+
+def locate(state: RunState, trial: str) -> TrialPlace:
+    """Where a trial's captures are: from its state, else from its id (a held-out trial)."""
+    if not state.log_path:
+        return TrialPlace(None, None)
+    folder = RunFolder(state.log_path)
+    t = state.trials.get(trial)
+    if t is not None:
+        step, group = t.step, t.group
+    else:
+        m = _TRIAL_ID.search(trial)
+        if m is None:
+            return TrialPlace(None, None)
+        step, group = int(m.group(1)), int(m.group(2))
+        held = folder.heldout
+        if not folder.capture_file(step, group, trial).exists() and held.capture_file(step, group, trial).exists():
+            return TrialPlace(held.capture_file(step, group, trial), None, True, step, group)
+    trainer = folder.trainer_logprobs_file(step, group, trial) if hasattr(folder, "trainer_logprobs_file") else None
+    return TrialPlace(folder.capture_file(step, group, trial), trainer, False, step, group)
+
+
+def read_trainer_logprobs(path: Path | None) -> dict[int, list[float]]:
+    """Turn → the trainer's log-probs of its output tokens (a missing or damaged file: none)."""
+    if path is None:
+        return {}
+    import orjson
+
+    out: dict[int, list[float]] = {}
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            row = orjson.loads(line)
+            out[int(row["turn"])] = [float(x) for x in row["logprobs"]]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+# -- reading as the files grow ----------------------------------------------------------------
+
+
+class CaptureFollower:
+    """One trial's capture file, read as it grows (``CaptureTail``: each read returns the lines
+    appended since the last). Where the file is may not be known yet: ``read_new(where)`` asks
+    ``where`` again while the file does not exist, and follows the path it gives."""
+
+    def __init__(self, path: Path | None = None):
+        self._tail = CaptureTail(path)
+
+    @property
+    def path(self) -> Path | None:
+        return self._tail.path
+
+    @property
+    def damaged(self) -> int:
+        """Lines that could not be read (skipped)."""
+        return self._tail.damaged
+
+    def read_new(self, where: Callable[[], Path | None] | None = None) -> list[CaptureRecord]:
+        path = self._tail.path
+        if where is not None and (path is None or not path.exists()):
+            found = where()
+            if found != path:
+                self._tail = CaptureTail(found)
+        return self._tail.read_new()
+
+
+class GroupCaptures:
+    """One group's trials' actions, read incrementally from their capture files (a live group's
+    files grow). ``decoder`` is asked for only when a line has no text (an older capture)."""
+
+    def __init__(self, log_path: str | Path | None, step: int, group: int, trials: Iterable[str]):
+        folder = RunFolder(log_path) if log_path else None
+        self.tails = {t: CaptureTail(folder.capture_file(step, group, t) if folder else None) for t in trials}
+        self.actions: dict[str, list[Action]] = {t: [] for t in self.tails}
+
+    def read_new(self, decoder: Callable[[], Decode | None] = lambda: None) -> bool:
+        """Read what was appended since the last call; True when anything was."""
+        grew = False
+        decode: Decode | None = None
+        for trial, tail in self.tails.items():
+            new = tail.read_new()
+            if not new:
+                continue
+            if decode is None and any(r.reply is None for r in new):
+                decode = decoder()
+            self.actions[trial] = sorted([*self.actions[trial], *actions_of(new, decode)], key=lambda a: a.turn)
+            grew = True
+        return grew
+
+
+# -- search ----------------------------------------------------------------------------------
+
+
+def search_run(
+    log_path: str | Path | None,
+    refs: list[TrialRef],
+    query: str,
+    *,
+    regex: bool = False,
+    limit: int = MATCH_LIMIT,
+) -> SearchResult:
+    """Search the capture files of ``refs`` under the run folder ``log_path``."""
+    result = SearchResult(query=query)
+    pattern = compile_query(query, regex)
+    if isinstance(pattern, str):
+        result.error = pattern
+        return result
+    if not log_path:
+        result.error = "the run's folder is not known (yet)"
+        return result
+    folder = RunFolder(log_path)
+    for ref in refs:
+        result.trials += 1
+        records = read_records(folder.capture_file(ref.step, ref.group, ref.trial))
+        if not search_records(pattern, ref, records, result, limit):
+            break
+    return result
