@@ -1,6 +1,13 @@
 """The console: a Textual app over the run's event stream (see ``tbconsole.state`` for the
-state it renders). Only this package imports Textual; ``plotmath``, ``sanitize``, ``source``,
-``present``, ``filters`` and ``trialfiles`` are plain Python and importable without it."""
+state it renders). The folder a module sits in says its layer (pyproject.toml's contracts):
+
+- ``app`` (with ``bell`` and ``themes``): the app, its sources and controls wired in;
+- ``screens``: what fills the terminal; they read disk only through ``data``;
+- ``widgets``: the main screen's panels and shared pieces; they render, they never read;
+- ``data``: files on disk (events, trial files, captures, the tokenizer). Plain Python;
+- ``present``: state and what was read, worded and drawn as text. Mostly plain Python (the
+  token view's colours use Textual's ``Color``).
+"""
 
 import os
 
