@@ -2,6 +2,7 @@
 advisory (in events.jsonl and the progress log) from the run folder's free space before the run's
 writes fail."""
 
+import errno
 import json
 import os
 import subprocess
@@ -26,8 +27,15 @@ FAILURES = ("proxy.capture_lost", "error.raised")
 
 
 def _fill(where: Path, leave: int) -> None:
-    """Another writer takes the filesystem's space, all but ``leave`` bytes."""
-    with open(where / f"filler{time.monotonic_ns()}", "wb") as handle:
+    """Another writer takes the filesystem's space, all but ``leave`` bytes (none left to take
+    when the run's own writes got there first: even a new file cannot be made then)."""
+    try:
+        handle = open(where / f"filler{time.monotonic_ns()}", "wb")
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            return
+        raise
+    with handle:
         want = diskspace.free_bytes(where) - leave
         chunk = 8 << 20
         while want > 0:
