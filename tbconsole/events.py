@@ -164,12 +164,12 @@ TRIAL_PHASES = tuple(enums.TrialPhase)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrialPhase(Event):
+class TrialPhaseChanged(Event):
     kind: ClassVar[str] = "trial.phase"
     step: int
     group: int
     trial: str
-    phase: str  # a TrialPhase value (TRIAL_PHASES)
+    phase: str  # an enums.TrialPhase value (TRIAL_PHASES)
     task: str | None = None
     trial_dir: str | None = None
 

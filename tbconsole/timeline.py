@@ -50,9 +50,9 @@ from tbconsole.events import (
     ProxyRequest,
     StepMetrics,
     TrialEnded,
+    TrialPhaseChanged,
     decode,
 )
-from tbconsole.events import TrialPhase as TrialPhaseEvent
 from tbconsole.jsonl import whole_lines
 from tbconsole.runfolder import attempt_of
 
@@ -242,7 +242,7 @@ class StepCollector:
                 t = self.trials.get(trial)
                 if t is not None and t.ended is None:
                     t.ended, t.row.cancelled = ts, True
-        elif isinstance(event, TrialPhaseEvent):
+        elif isinstance(event, TrialPhaseChanged):
             t = self._trial(event.trial, event.group, event.task or "", None)
             if not t.phases or t.phases[-1][0] != event.phase:
                 t.phases.append((event.phase, ts))

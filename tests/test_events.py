@@ -17,7 +17,7 @@ from tbconsole.events import (
     RunEnded,
     RunStarted,
     StepMetrics,
-    TrialPhase,
+    TrialPhaseChanged,
     decode,
     read_events,
     redact,
@@ -29,7 +29,7 @@ def test_round_trip_through_the_file(tmp_path):
     seen = []
     bus.subscribe(seen.append)
     events = [
-        TrialPhase(step=0, group=1, trial="t", phase="agent", task="hello"),
+        TrialPhaseChanged(step=0, group=1, trial="t", phase="agent", task="hello"),
         GroupEnded(step=0, group=1, rewards=[1.0, None], ok=False, error="boom"),
     ]
     for event in events:
@@ -43,7 +43,7 @@ def test_round_trip_through_the_file(tmp_path):
 
 def test_damaged_and_unknown_lines_are_skipped(tmp_path):
     path = tmp_path / "events.jsonl"
-    good = TrialPhase(step=1, group=0, trial="x", phase="done").to_json()
+    good = TrialPhaseChanged(step=1, group=0, trial="x", phase="done").to_json()
     path.write_text("\n".join([good, '{"v": 9, "kind": "from.the.future", "ts": 1}', "[]", good[:20]]) + "\n")
     assert len(list(read_events(path))) == 1
     assert decode('{"kind": "trial.phase", "step": "missing fields"}') is None
@@ -130,10 +130,10 @@ def test_events_after_run_ended_and_close_are_delivered_and_written(tmp_path):
 
 def test_a_cut_line_left_by_a_crash_stays_one_cut_line(tmp_path):
     path = tmp_path / "events.jsonl"
-    good = TrialPhase(step=1, group=0, trial="x", phase="done")
+    good = TrialPhaseChanged(step=1, group=0, trial="x", phase="done")
     path.write_text(good.to_json() + "\n" + good.to_json()[:25])  # a writer died mid-line
     bus = EventBus(tmp_path)
-    later = TrialPhase(step=1, group=0, trial="y", phase="agent")
+    later = TrialPhaseChanged(step=1, group=0, trial="y", phase="agent")
     bus.publish(later)
     bus.close()
     assert list(read_events(path)) == [good, later]
@@ -160,11 +160,11 @@ def test_a_subscription_starts_where_the_file_stands(tmp_path):
         bus.publish(event)
     bus.close()
     resumed = EventBus(tmp_path)  # the same folder, a new process
-    before = TrialPhase(step=2, group=0, trial="before-the-console", phase=Phase.QUEUED)
+    before = TrialPhaseChanged(step=2, group=0, trial="before-the-console", phase=Phase.QUEUED)
     resumed.publish(before)
     seen = []
     unsubscribe, offset = resumed.subscribe_after_file(seen.append)
-    later = [TrialPhase(step=2, group=0, trial="t", phase=Phase.AGENT), RunEnded(status="done", step=3)]
+    later = [TrialPhaseChanged(step=2, group=0, trial="t", phase=Phase.AGENT), RunEnded(status="done", step=3)]
     for event in later:
         resumed.publish(event)
     resumed.close()
@@ -181,6 +181,6 @@ def test_a_subscription_starts_where_the_file_stands(tmp_path):
 
 def test_phases_are_the_enum_and_travel_as_plain_strings():
     assert TRIAL_PHASES == tuple(Phase) and TRIAL_PHASES[0] == "queued"
-    event = TrialPhase(step=0, group=0, trial="t", phase=Phase.VERIFYING)
+    event = TrialPhaseChanged(step=0, group=0, trial="t", phase=Phase.VERIFYING)
     assert json.loads(event.to_json())["phase"] == "verifying"
     assert decode(event.to_json()) == event

@@ -21,7 +21,7 @@ from tbconsole.events import (
     LogLine,
     ProxyRequest,
     RunEnded,
-    TrialPhase,
+    TrialPhaseChanged,
     read_events,
 )
 from tbconsole.runner.progress import ProgressLog
@@ -139,7 +139,7 @@ def test_a_bus_on_a_full_disk_reports_once_and_keeps_delivering(tmpfs, capfd):
     bus.subscribe(seen.append)
     log = io.StringIO()
     bus.subscribe(ProgressLog(log))
-    published = [TrialPhase(step=0, group=0, trial=f"t{i}", phase="agent") for i in range(50)] + FINAL[:2]
+    published = [TrialPhaseChanged(step=0, group=0, trial=f"t{i}", phase="agent") for i in range(50)] + FINAL[:2]
     for event in published:
         bus.publish(event)
     assert len(errors) == 1 and errors[0].errno == errno.ENOSPC
@@ -147,7 +147,7 @@ def test_a_bus_on_a_full_disk_reports_once_and_keeps_delivering(tmpfs, capfd):
     whole_lines(fs / "run" / EVENTS_FILE)
 
     filler.unlink()  # space comes back: run-level events are written again, chatter is not
-    bus.publish(TrialPhase(step=0, group=0, trial="t", phase="done"))
+    bus.publish(TrialPhaseChanged(step=0, group=0, trial="t", phase="done"))
     bus.publish(FINAL[-1])
     bus.close()
     assert len(errors) == 1

@@ -6,7 +6,7 @@ import pytest
 
 from tbconsole.bench.soak import _Events
 from tbconsole.capturefile import CaptureTail
-from tbconsole.events import LogLine, TrialPhase
+from tbconsole.events import LogLine, TrialPhaseChanged
 from tbconsole.jsonl import loads, new_lines, whole_lines
 from tbconsole.timeline import StepReader
 
@@ -82,7 +82,7 @@ def test_the_timeline_reader_takes_a_line_longer_than_its_slice(tmp_path):
     """``StepReader.refresh`` reads through ``whole_lines``: a line longer than the slice is read
     whole, and ``while reader.refresh()`` (the timeline screen's loop) ends."""
     path = tmp_path / "events.jsonl"
-    started = TrialPhase(ts=1.0, step=0, group=0, trial="t", phase="agent")
+    started = TrialPhaseChanged(ts=1.0, step=0, group=0, trial="t", phase="agent")
     path.write_text(LogLine(ts=0.5, level="info", message="x" * 4000).to_json() + "\n" + started.to_json() + "\n")
     reader = StepReader(path)
     reads = 1

@@ -17,7 +17,7 @@ from tbconsole.events import (
     RunEnded,
     StepMetrics,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
     read_events,
 )
 from tbconsole.runfolder import RunFolder
@@ -31,7 +31,7 @@ def group(step, g, trials, ts, task="hello-file"):
 
 
 def phase(step, g, trial, name, ts):
-    return TrialPhase(ts=ts, step=step, group=g, trial=trial, phase=name, task="hello-file")
+    return TrialPhaseChanged(ts=ts, step=step, group=g, trial=trial, phase=name, task="hello-file")
 
 
 def call(step, g, trial, end, total_s, sample_s, turn=0):

@@ -39,7 +39,7 @@ class TrialPlaces:
 
     def observe(self, item: Any) -> str | None:
         """The trial that left its phase (moved on or ended), if any."""
-        if isinstance(item, ev.TrialPhase):
+        if isinstance(item, ev.TrialPhaseChanged):
             left = self._leave(item.trial, item.ts)
             self.running[item.trial] = Place(item.step, item.group, item.phase, item.ts)
             return left

@@ -28,7 +28,7 @@ from tbconsole.events import (
     LogLine,
     ProxyRequest,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
 )
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
@@ -89,7 +89,7 @@ class HeldOutEvaluator(SamplingClientEvaluator):
 
 
 # The trial-level events of a group (``rollout.run_group`` and its proxy): wrapped as held-out.
-TRIAL_EVENTS = (GroupStarted, GroupEnded, TrialPhase, TrialEnded, ProxyRequest, CaptureLost)
+TRIAL_EVENTS = (GroupStarted, GroupEnded, TrialPhaseChanged, TrialEnded, ProxyRequest, CaptureLost)
 
 
 def _as_heldout(publish, after_updates: int):

@@ -42,8 +42,8 @@ from tbconsole.events import (
     GroupStarted,
     LogLine,
     TrialEnded,
+    TrialPhaseChanged,
 )
-from tbconsole.events import TrialPhase as TrialPhaseChanged
 from tbconsole.runner.cancel import CancelledByUser, TrialCancel
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
 from tbconsole.runner.datums import DatumStats, conversation_order, datum_stats

@@ -18,7 +18,7 @@ from tbconsole.events import (
     HeldOutEvent,
     ProxyRequest,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
 )
 from tbconsole.inert import inert_event
 from tbconsole.state.model import (
@@ -191,7 +191,7 @@ def group_ended(state: RunState, e: GroupEnded) -> None:
     state.mark_changed("trials", "rewards")
 
 
-def trial_phase(state: RunState, e: TrialPhase) -> None:
+def trial_phase(state: RunState, e: TrialPhaseChanged) -> None:
     t = _trial(state, e.step, e.group, e.trial, e.task)
     if t is None:
         return
@@ -200,7 +200,7 @@ def trial_phase(state: RunState, e: TrialPhase) -> None:
     state.mark_changed("trials")
 
 
-def _apply_phase(t: TrialState, e: TrialPhase) -> None:
+def _apply_phase(t: TrialState, e: TrialPhaseChanged) -> None:
     if e.task:
         t.task = e.task
     if e.trial_dir:
@@ -352,10 +352,10 @@ def heldout_event(state: RunState, e: HeldOutEvent) -> None:
         ended.error = clip(inner.error, 2000)
         if not inner.ok:
             _cancel_heldout(state, ev, ended.trials, inner.ts)
-    elif isinstance(inner, (TrialPhase, TrialEnded, ProxyRequest, CaptureLost)):
+    elif isinstance(inner, (TrialPhaseChanged, TrialEnded, ProxyRequest, CaptureLost)):
         t = _heldout_trial(ev, inner.group, inner.trial, getattr(inner, "task", None))
         g = ev.groups.get(inner.group)
-        if isinstance(inner, TrialPhase):
+        if isinstance(inner, TrialPhaseChanged):
             _apply_phase(t, inner)
         elif isinstance(inner, TrialEnded):
             _apply_end(t, inner)

@@ -38,7 +38,7 @@ from tbconsole.events import (
     RunStarted,
     StepMetrics,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
 )
 from tbconsole.inert import inert_event
 from tbconsole.state.batches import (
@@ -286,7 +286,7 @@ _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     BatchEnded: batch_ended,
     GroupStarted: group_started,
     GroupEnded: group_ended,
-    TrialPhase: trial_phase,
+    TrialPhaseChanged: trial_phase,
     TrialEnded: trial_ended,
     ProxyRequest: proxy_request,
     CaptureLost: capture_lost,

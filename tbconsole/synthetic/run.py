@@ -43,7 +43,7 @@ from tbconsole.events import (
     RunStarted,
     StepMetrics,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
 )
 from tbconsole.runfolder import RunFolder, trial_id
 from tbconsole.synthetic.captures import SyntheticCaptures
@@ -156,9 +156,9 @@ def heldout_evaluation(
         g_end = g_start
         for k, name in enumerate(names):
             t = g_start + 0.01 * k
-            add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
+            add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
             t += rng.uniform(0.5, 2.0)
-            add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
+            add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
             n_turns = rng.randint(1, 3)
             out_tokens = 0
             for turn in range(n_turns):
@@ -205,7 +205,7 @@ def heldout_evaluation(
                     timings={"total": t - g_start},
                 )
             )
-            add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
+            add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
             group_rewards.append(reward)
             rewards.append(reward)
             g_end = max(g_end, t)
@@ -318,17 +318,19 @@ def synthetic_run(
                 for i, name in enumerate(names):
                     tdir = f"{trials_dir}/{name}" if trials_dir else None
                     t = g_start + 0.01 * i
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
+                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
                     t += rng.uniform(0.2, 1.5)
                     clock.add(
-                        TrialPhase(
+                        TrialPhaseChanged(
                             ts=t, step=step, group=g, trial=name, phase=Phase.ENVIRONMENT, task=task, trial_dir=tdir
                         )
                     )
                     t += rng.uniform(0.5, 2.0)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT_SETUP, task=task))
+                    clock.add(
+                        TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT_SETUP, task=task)
+                    )
                     t += rng.uniform(0.3, 1.0)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
+                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
                     n_turns = rng.randint(*turns)
                     out_tokens = 0
                     captured = 0
@@ -410,7 +412,7 @@ def synthetic_run(
                     if failing:
                         continue  # cancelled when the failure is raised
                     t += rng.uniform(0.2, 0.6)
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.VERIFYING, task=task))
+                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.VERIFYING, task=task))
                     t += rng.uniform(0.5, 2.0)
                     reward = 1.0 if rng.random() < TASKS[task] else 0.0
                     outcome = TrialOutcome.SUBMITTED if rng.random() < 0.9 else TrialOutcome.TIME_LIMIT
@@ -429,7 +431,7 @@ def synthetic_run(
                             timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - g_start - 3, "verifier": 1.0},
                         )
                     )
-                    clock.add(TrialPhase(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
+                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
                     rewards.append(reward)
                     all_rewards.append(reward)
                     total_turns += n_turns

@@ -72,12 +72,12 @@ class Stream:
         trials = [f"task{group}.s{step}g{group}t{k}{attempt}" for k in range(len(rewards))]
         self.event(ev.GroupStarted, step=step, group=group, task=f"task{group}", trials=trials, proxy_url="http://p")
         for trial in trials:
-            self.event(ev.TrialPhase, step=step, group=group, trial=trial, phase="queued")
+            self.event(ev.TrialPhaseChanged, step=step, group=group, trial=trial, phase="queued")
         for trial in trials:
-            self.event(ev.TrialPhase, step=step, group=group, trial=trial, phase="environment")
+            self.event(ev.TrialPhaseChanged, step=step, group=group, trial=trial, phase="environment")
         self.wait(2)
         for trial in trials:
-            self.event(ev.TrialPhase, step=step, group=group, trial=trial, phase="agent")
+            self.event(ev.TrialPhaseChanged, step=step, group=group, trial=trial, phase="agent")
         for turn in range(turns):
             self.wait(agent_s / turns)
             for trial in trials:
@@ -96,7 +96,7 @@ class Stream:
                     stop_reason=stop_reason,
                 )
         for k, trial in enumerate(trials):
-            self.event(ev.TrialPhase, step=step, group=group, trial=trial, phase="verifying")
+            self.event(ev.TrialPhaseChanged, step=step, group=group, trial=trial, phase="verifying")
             self.wait(1)
             outcome = (outcomes or ["Submitted"] * len(trials))[k]
             scored = rewards[k] is not None

@@ -205,7 +205,7 @@ def stuck_trial(items):
     stuck = [
         facts_module.AgentTimeout(trial="stuck.s99g0t0", seconds=300.0),
         ev.GroupStarted(ts=t0, step=step, group=0, task="stuck", trials=["stuck.s99g0t0"], proxy_url="p"),
-        ev.TrialPhase(ts=t0, step=step, group=0, trial="stuck.s99g0t0", phase="agent"),
+        ev.TrialPhaseChanged(ts=t0, step=step, group=0, trial="stuck.s99g0t0", phase="agent"),
     ]
     probes = [ev.GatewayHealth(ts=t0 + 30 * k, base_url="http://gw", ok=True, latency_ms=3.0) for k in range(1, 61)]
     return [e for e in items if not isinstance(e, ev.RunEnded)] + stuck + probes

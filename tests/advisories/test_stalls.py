@@ -16,7 +16,7 @@ def _peers_then_one_left_in_agent(stream, agent_s=60.0):
     stream.run_started()
     stream.group(0, 0, [0.0, 1.0, 0.0, 1.0], agent_s=agent_s)  # 4 finished agent phases of 60-63 s
     stream.event(ev.GroupStarted, step=0, group=1, task="t", trials=["slow"], proxy_url="p")
-    stream.event(ev.TrialPhase, step=0, group=1, trial="slow", phase="agent")
+    stream.event(ev.TrialPhaseChanged, step=0, group=1, trial="slow", phase="agent")
     return stream.now
 
 
@@ -32,7 +32,7 @@ def test_a_trial_far_longer_in_its_phase_than_its_peers_stalls_and_clears_when_i
     assert "in agent for 5m01s, over 3× the run's median agent (1m01s)" in advice.message
     assert advice.threshold == "advise.stall_factor=3, advise.stall_floor_s=300"
     assert raised(advisor.tick(start + 900)) == []  # raised once, not on every check
-    out = advisor.feed(ev.TrialPhase(ts=start + 950, step=0, group=1, trial="slow", phase="verifying"))
+    out = advisor.feed(ev.TrialPhaseChanged(ts=start + 950, step=0, group=1, trial="slow", phase="verifying"))
     (gone,) = cleared(out)
     assert gone.key == "stalled:slow" and gone.message == "slow moved on to verifying"
 
@@ -48,8 +48,8 @@ def test_the_factor_applies_above_the_floor(stream):
 
 def test_without_enough_peers_or_in_the_queue_nothing_stalls(stream):
     stream.run_started()
-    stream.event(ev.TrialPhase, step=0, group=0, trial="a", phase="agent")
-    stream.event(ev.TrialPhase, step=0, group=0, trial="b", phase="queued")
+    stream.event(ev.TrialPhaseChanged, step=0, group=0, trial="a", phase="agent")
+    stream.event(ev.TrialPhaseChanged, step=0, group=0, trial="b", phase="queued")
     advisor = Advisor(Thresholds(stall_floor_s=1))
     for item in stream.items:
         advisor.feed(item)
@@ -70,7 +70,7 @@ def test_a_trial_past_its_agent_timeout_that_harbor_has_not_ended(stream):
     stream.run_started()
     stream.event(ev.GroupStarted, step=0, group=0, task="t", trials=["x"], proxy_url="p")
     stream.add(AgentTimeout(trial="x", seconds=600))
-    stream.event(ev.TrialPhase, step=0, group=0, trial="x", phase="agent")
+    stream.event(ev.TrialPhaseChanged, step=0, group=0, trial="x", phase="agent")
     advisor = Advisor()
     for item in stream.items:
         advisor.feed(item)
@@ -98,7 +98,7 @@ def test_a_trial_past_its_agent_timeout_that_harbor_has_not_ended(stream):
 
 def test_no_timeout_known_no_past_timeout(stream):
     stream.run_started()
-    stream.event(ev.TrialPhase, step=0, group=0, trial="x", phase="agent")
+    stream.event(ev.TrialPhaseChanged, step=0, group=0, trial="x", phase="agent")
     advisor = Advisor()
     for item in stream.items:
         advisor.feed(item)

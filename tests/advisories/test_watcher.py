@@ -114,10 +114,10 @@ async def test_a_stall_is_found_by_the_watchers_timer(tmp_path):
     task = asyncio.create_task(watcher.run())
     now = time.time()
     for trial, since in (("done", now - 2.0), ("slow", now)):
-        watcher(ev.TrialPhase(ts=since, step=0, group=0, trial=trial, phase="agent"))
-    watcher(ev.TrialPhase(ts=now - 1.95, step=0, group=0, trial="done", phase="verifying"))  # a 50 ms peer
+        watcher(ev.TrialPhaseChanged(ts=since, step=0, group=0, trial=trial, phase="agent"))
+    watcher(ev.TrialPhaseChanged(ts=now - 1.95, step=0, group=0, trial="done", phase="verifying"))  # a 50 ms peer
     await _until(lambda: raised(seen, "stalled"))
-    watcher(ev.TrialPhase(ts=time.time(), step=0, group=0, trial="slow", phase="verifying"))
+    watcher(ev.TrialPhaseChanged(ts=time.time(), step=0, group=0, trial="slow", phase="verifying"))
     await _until(lambda: cleared(seen))
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

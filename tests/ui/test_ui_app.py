@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tbconsole.control import RunControl
-from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhase
+from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhaseChanged
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import flood, play, synthetic_run
 from tbconsole.ui.app import ConsoleApp
@@ -241,7 +241,7 @@ async def test_transcript_live_tail_follows_unless_scrolled_up(tmp_path):
             steps=1, groups=1, group_size=1, turns=(30, 30), hostile=False, log_path=str(tmp_path), captures=captures
         )
     )
-    agent_at = next(i for i, e in enumerate(events) if isinstance(e, TrialPhase) and e.phase == "agent")
+    agent_at = next(i for i, e in enumerate(events) if isinstance(e, TrialPhaseChanged) and e.phase == "agent")
     requests = [i for i, e in enumerate(events) if isinstance(e, ProxyRequest)]
     bus = EventBus()
     # As the proxy does: a turn's capture line is written before its event is published.
@@ -487,7 +487,7 @@ async def test_k_opens_the_tokens_of_the_turn_nearest_the_view_from_the_transcri
         if isinstance(e, ProxyRequest):
             captures.write(e)
     # An agent log longer than a page: the transcript's last page holds no turn at all.
-    (trial,) = {e.trial_dir for e in events if isinstance(e, TrialPhase) and e.trial_dir}
+    (trial,) = {e.trial_dir for e in events if isinstance(e, TrialPhaseChanged) and e.trial_dir}
     (Path(trial) / "agent").mkdir(parents=True)
     (Path(trial) / "agent" / "agent.txt").write_text("".join(f"agent log line {i}\n" for i in range(200)))
     app = ConsoleApp(source=ListSource(events), clock=lambda: events[-1].ts)

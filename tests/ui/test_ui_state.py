@@ -22,7 +22,7 @@ from tbconsole.events import (
     RunStarted,
     StepMetrics,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
     decode,
     read_events,
 )
@@ -124,7 +124,7 @@ def test_trial_phases_elapsed_and_transcript(finished_events):
     seen_agent = None
     for e in finished_events:
         reduce(state, e)
-        if isinstance(e, TrialPhase) and e.phase == "agent" and seen_agent is None:
+        if isinstance(e, TrialPhaseChanged) and e.phase == "agent" and seen_agent is None:
             seen_agent = e
             break
     t = state.trials[seen_agent.trial]
@@ -371,7 +371,7 @@ def test_a_resumed_run_keeps_its_trends():
     _train_step(state, 0, 10, 0.0)
     _train_step(state, 1, 30, 1.0)
     reduce(state, BatchStarted(ts=50, step=2, groups=[{"group": 0, "task": "a", "trials": 1}]))
-    reduce(state, TrialPhase(ts=51, step=2, group=0, trial="t2", phase="agent"))  # then the process died
+    reduce(state, TrialPhaseChanged(ts=51, step=2, group=0, trial="t2", phase="agent"))  # then the process died
     reduce(state, _started(100, run_id="r2", start_step=2))
     assert not state.batch_active and state.trials["t2"].cancelled
     assert [s for s, _, _ in state.reward_trend()] == [0, 1]
@@ -417,7 +417,7 @@ def test_synthetic_stream_is_deterministic_and_ordered():
     events = list(synthetic_run(seed=3))
     assert events[0].ts == T0
     kinds = {type(e) for e in events}
-    assert {RunStarted, GroupStarted, GroupEnded, TrialPhase, TrialEnded, ProxyRequest, StepMetrics} <= kinds
+    assert {RunStarted, GroupStarted, GroupEnded, TrialPhaseChanged, TrialEnded, ProxyRequest, StepMetrics} <= kinds
     # every line round-trips through the wire format
     for e in events[:50]:
         assert decode(e.to_json()) == dataclasses.replace(e)
@@ -541,7 +541,7 @@ def test_variants_roll_up_by_family_and_other_tasks_stay_their_own():
 
 
 async def test_the_rewards_table_shows_families_of_variants():
-    from tbconsole.events import GroupStarted, TrialEnded, TrialPhase
+    from tbconsole.events import GroupStarted, TrialEnded, TrialPhaseChanged
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import ListSource
 
@@ -549,7 +549,7 @@ async def test_the_rewards_table_shows_families_of_variants():
 
     events = []
     for e in synthetic_run(steps=4, groups=4, group_size=2, hostile=False, error_at=None):
-        if isinstance(e, (GroupStarted, TrialPhase, TrialEnded)) and getattr(e, "task", None):
+        if isinstance(e, (GroupStarted, TrialPhaseChanged, TrialEnded)) and getattr(e, "task", None):
             e = dataclasses.replace(e, task=f"{e.task}-{e.step:03d}")  # a variant per step
         events.append(e)
     tasks = {e.task for e in events if isinstance(e, GroupStarted)}

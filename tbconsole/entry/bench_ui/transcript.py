@@ -30,7 +30,7 @@ from tbconsole.events import (
     ProxyRequest,
     RunStarted,
     TrialEnded,
-    TrialPhase,
+    TrialPhaseChanged,
 )
 from tbconsole.runfolder import RunFolder
 from tbconsole.synthetic.captures import SyntheticCaptures
@@ -91,7 +91,7 @@ def long_trial_run(log_path: Path, turns: int = 200) -> list[Event]:
         ),
         BatchStarted(ts=t + 0.1, step=0, groups=[{"group": 0, "task": "long-task", "trials": 1}]),
         GroupStarted(ts=t + 0.2, step=0, group=0, task="long-task", trials=[TRIAL], proxy_url="http://127.0.0.1:40000"),
-        TrialPhase(ts=t + 0.3, step=0, group=0, trial=TRIAL, phase=Phase.AGENT, task="long-task"),
+        TrialPhaseChanged(ts=t + 0.3, step=0, group=0, trial=TRIAL, phase=Phase.AGENT, task="long-task"),
     ]
     t += 1
     tokens = 0

@@ -111,7 +111,7 @@ def main(src: str, dest: str, steps: str | None = None) -> None:
     for raw, event in events:
         if event.kind in DROP:
             continue
-        if isinstance(event, ev.TrialPhase) and event.trial not in started:
+        if isinstance(event, ev.TrialPhaseChanged) and event.trial not in started:
             started.add(event.trial)
             seconds = timeouts.get(event.trial)
             if seconds is not None:  # the runner learns it when Harbor makes the trial
