@@ -22,7 +22,9 @@ def timeline_files(followed: str | Path | None, log_path: str | Path | None) -> 
         events = Path(followed)
         folder = RunFolder(events.parent)
     else:
-        folder = RunFolder(followed or log_path)
+        root = followed or log_path
+        assert root is not None  # not both None: returned above
+        folder = RunFolder(root)
         events = folder.events
     return events, folder.timing_spans
 
