@@ -177,6 +177,7 @@ def demo_run(tmp_path_factory) -> Path:
             f"config.log_path={log}",
             f"config.max_steps={DEMO_RUN_STEPS}",
             f"config.eval_every={DEMO_RUN_STEPS}",
+            "config.save_every=1",  # a checkpoint per update: the learning test reads the policy after each
         ],
         capture_output=True,
         text=True,

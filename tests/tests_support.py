@@ -1,7 +1,9 @@
 """Small helpers shared by tests."""
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -45,15 +47,22 @@ class TmuxServer:
     which stops that server, never races another test starting a session on a shared one
     ("server exited unexpectedly")."""
 
+    # A command that exits leaves its pane (and last screen) behind, so that a test waiting for
+    # text shows what the command printed before it died rather than an empty screen.
+    CONFIG = "set -g remain-on-exit on\n"
+
     def __init__(self, env: dict[str, str] | None = None):
         need_tmux()
         self.socket = f"tbc-{uuid.uuid4().hex[:8]}"
         self.env = env
+        self.config = Path(tempfile.mkdtemp(prefix="tbc-tmux-")) / "tmux.conf"
+        self.config.write_text(self.CONFIG)
 
     def __call__(self, *args: str, check: bool = True) -> str:
         return subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, env=self.env, check=check
-        ).stdout
+            ["tmux", "-L", self.socket, "-f", str(self.config), *args],
+            capture_output=True, text=True, env=self.env, check=check,
+        ).stdout  # fmt: skip
 
     def start(self, name: str, command: str, cwd: Path | None = None, width: int = 160, height: int = 50) -> int:
         """``command`` in a new terminal of ``width`` x ``height``, sized by the terminal alone (no
@@ -75,6 +84,7 @@ class TmuxServer:
 
     def kill(self) -> None:
         self("kill-server", check=False)
+        shutil.rmtree(self.config.parent, ignore_errors=True)
 
 
 def pids_with(marker: str) -> list[int]:

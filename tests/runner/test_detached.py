@@ -1,7 +1,7 @@
 """A run in a process of its own, with real processes: the console (in tmux) and the runner it
 starts are separate, so losing the console (its terminal closed, the process killed) leaves the
-run going, and a console attached later stops it cleanly; `--detach` starts one without a
-console; one runner per folder; a runner killed with SIGKILL reads as gone at once."""
+run going, and a console attached later pauses it after its batch, resumes it and stops it
+cleanly; `--detach` starts one without a console; one runner per folder; a runner killed with SIGKILL reads as gone at once."""
 
 import json
 import os
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.events import read_events
-from tbconsole.lease import RunnerState, read_lease
+from tbconsole.enums import RunnerState
+from tbconsole.events import ControlChanged, read_events
+from tbconsole.lease import read_lease
 from tbconsole.runfolder import RunFolder
 
 from tests_support import TmuxServer, pids_with, wait_until
@@ -37,6 +38,14 @@ def demo_env(sandbox_root: Path) -> dict:
 def events(log: Path) -> list:
     path = RunFolder(log).events
     return list(read_events(path)) if path.exists() else []
+
+
+def control_states(log: Path) -> list[str]:
+    return [e.state for e in events(log) if isinstance(e, ControlChanged)]
+
+
+def last_index(log: Path, which) -> int:
+    return max(i for i, e in enumerate(events(log)) if which(e))
 
 
 def batch_in_flight(log: Path) -> int | None:
@@ -80,12 +89,12 @@ def python(*args: str) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_the_run_outlives_its_consoles_and_an_attached_console_stops_it(tmp_path, sandbox_root):
+def test_the_run_outlives_its_consoles_and_an_attached_console_pauses_resumes_and_stops_it(tmp_path, sandbox_root):
     log = tmp_path / "run"
     tmux = TmuxServer(demo_env(sandbox_root))
     runner_pid = None
     try:
-        console = tmux.start("demo", python("demo", f"config.log_path={log}", *SMALL, "config.max_steps=5"), tmp_path)
+        console = tmux.start("demo", python("demo", f"config.log_path={log}", *SMALL, "config.max_steps=7"), tmp_path)
         wait_until(lambda: read_lease(log).state is RunnerState.LIVE, 180, lambda: tmux.screen("demo"))
         runner_pid = read_lease(log).pid
         assert runner_pid != console and os.getsid(runner_pid) == runner_pid  # a session of its own
@@ -109,8 +118,20 @@ def test_the_run_outlives_its_consoles_and_an_attached_console_stops_it(tmp_path
         wait_trained(log, step)
         assert alive()
 
-        # Another one stops the run: it finishes and trains its batch, checkpoints, exits 0.
+        # Another one pauses the run after its batch (`p`), resumes it (`p` again), then stops it:
+        # it finishes and trains its batch, checkpoints, exits 0.
         tmux.start("stop", python("attach", str(log)), tmp_path)
+        tmux.wait_for("stop", "p Pause", 60)
+        tmux.keys("stop", "p")
+        tmux.wait_for("stop", "PAUSED", 300)  # the batch in flight was trained, then the run held
+        assert control_states(log)[-2:] == ["pausing", "paused"]
+        paused_at = last_index(log, lambda e: isinstance(e, ControlChanged) and e.state == "paused")
+        held = len(events(log))
+        tmux.keys("stop", "p")  # resume
+        wait_until(lambda: control_states(log)[-1] == "running", 60, lambda: tmux.screen("stop"))
+        # nothing started while it was paused: the next batch's groups came only after the resume
+        resumed_at = last_index(log, lambda e: isinstance(e, ControlChanged) and e.state == "running")
+        assert resumed_at >= held and not [e for e in events(log)[paused_at:resumed_at] if e.kind == "group.started"]
         wait_until(lambda: "Stop" in tmux.screen("stop"), 60, lambda: tmux.screen("stop"))
         tmux.keys("stop", "s")
         wait_until(lambda: "Stop run" in tmux.screen("stop"), 30, lambda: tmux.screen("stop"))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.control import ControlClient
 from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
 
@@ -101,28 +100,6 @@ def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
     ended = [e for e in _events(log) if e.kind == "run.ended"][-1]
     assert ended.status == "done"
     assert "tml-local" not in (log / "events.jsonl").read_text()
-
-
-def test_stop_cleanly_then_rerun_resumes_at_the_next_batch(tmp_path):
-    log = tmp_path / "run"
-    proc = _demo(log, "config.max_steps=2")
-    _wait_for(log, "group.started")
-    ControlClient(log).send("stop")
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-3000:]
-    ended = [e for e in _events(log) if e.kind == "run.ended"][-1]
-    assert ended.status == "stopped" and ended.step == 1
-    batches = [json.loads(line)["batch"] for line in (log / "checkpoints.jsonl").read_text().splitlines()]
-    assert batches[-1] == 1
-    assert len((log / "metrics.jsonl").read_text().splitlines()) == 1  # batch 0 was trained
-
-    proc = _demo(log, "config.max_steps=2")
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-3000:]
-    started = [e for e in _events(log) if e.kind == "run.started"]
-    assert [s.start_step for s in started] == [0, 1]
-    steps = [json.loads(line)["step"] for line in (log / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [0, 1]
 
 
 def test_abort_keeps_captures_and_events(tmp_path):

@@ -1,9 +1,10 @@
 """The runner's signals: the first SIGINT/SIGTERM (SIGHUP in the foreground) stops the run
 cleanly after its batch, the next aborts, and a run waiting for a decision aborts at once; with
 a real headless demo, SIGTERM mid-batch ends it stopped, with a checkpoint, exit 0 and nothing
-left behind."""
+left behind, and the same command resumes it at the next batch."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -13,9 +14,10 @@ import pytest
 
 from tbconsole.control import RunControl
 from tbconsole.entry.run import SignalStop
-from tbconsole.enums import ControlState, RunStatus
-from tbconsole.events import LogLine
-from tbconsole.lease import RunnerState, read_lease
+from tbconsole.enums import ControlState, RunnerState, RunStatus
+from tbconsole.events import LogLine, read_events
+from tbconsole.lease import read_lease
+from tbconsole.runfolder import RunFolder
 
 from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait_mid_batch
 from tests_support import pids_with, sandbox_cgroups_of, wait_until
@@ -67,7 +69,7 @@ async def test_a_run_waiting_for_a_decision_aborts_on_the_first_signal():
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_sigterm_mid_batch_stops_a_headless_run_cleanly_with_nothing_left(tmp_path, sandbox_root):
+def test_sigterm_mid_batch_stops_a_headless_run_cleanly_then_the_same_command_resumes(tmp_path, sandbox_root):
     log = tmp_path / "run"
     args = ["demo", "--headless", f"config.log_path={log}", *SMALL, "config.max_steps=3"]
     run = subprocess.Popen(
@@ -87,7 +89,20 @@ def test_sigterm_mid_batch_stops_a_headless_run_cleanly_with_nothing_left(tmp_pa
             run.wait()
     assert run.returncode == 0, out[-3000:]
     assert "Traceback" not in out
-    assert assert_stopped_cleanly(log, "stopped on SIGTERM") == step + 1  # the batch in flight was trained
+    resume_at = assert_stopped_cleanly(log, "stopped on SIGTERM")
+    assert resume_at == step + 1  # the batch in flight was trained
     assert read_lease(log).state is RunnerState.ENDED
     wait_until(lambda: pids_with(str(sandbox_root)) == [], 10, lambda: "sandbox processes left")
     assert sandbox_cgroups_of(run.pid) == []
+
+    # The same command again, one step further: it resumes at the batch after the last trained one.
+    args[-1] = f"config.max_steps={resume_at + 1}"
+    again = subprocess.run(
+        [sys.executable, "-m", "tbconsole", *args], capture_output=True, text=True, env=demo_env(sandbox_root)
+    )
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    seen = list(read_events(RunFolder(log).events))
+    assert [e.start_step for e in seen if e.kind == "run.started"] == [0, resume_at]
+    trained = [json.loads(line)["step"] for line in (log / "metrics.jsonl").read_text().splitlines()]
+    assert trained == list(range(resume_at + 1))  # every batch once: none lost, none trained twice
+    assert [e.status for e in seen if e.kind == "run.ended"] == ["stopped", "done"]
