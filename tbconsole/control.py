@@ -23,12 +23,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tbconsole import atomic
-from tbconsole.enums import ControlState, RunStatus
+from tbconsole.enums import ControlCommand, ControlState, Decision, DecisionBy, LogLevel, RunStatus
 from tbconsole.events import ControlChanged, DecisionMade, Event, LogLine
 from tbconsole.runfolder import RunFolder
 
-COMMANDS = ("pause", "resume", "stop", "abort", "decide", "cancel_trial")
-DECISIONS = ("abort", "retry_group")
+COMMANDS = tuple(ControlCommand)
+DECISIONS = tuple(Decision)
 # Once a run has ended (finish), no command applies any more.
 ENDED = (RunStatus.DONE, RunStatus.FAILED)
 
@@ -89,7 +89,7 @@ class RunControl:
         self.abort_requested.set()
         self._resume.set()
         if self._decision is not None and not self._decision.done():
-            self._decision.set_result("abort")
+            self._decision.set_result(Decision.ABORT)
         self._set(ControlState.ABORTING, "abort requested")
 
     def decide(self, decision: str) -> None:
@@ -109,16 +109,16 @@ class RunControl:
             if trial in self._ended_trials:
                 raise ControlError(f"trial {trial} has already ended: nothing to cancel")
             raise ControlError(f"no trial {trial!r} is running")
-        self._publish(LogLine(level="warning", message=f"trial {trial}: cancelling (requested)"))
+        self._publish(LogLine(level=LogLevel.WARNING, message=f"trial {trial}: cancelling (requested)"))
         cancel()
 
     def apply(self, command: str, argument: str | None = None) -> None:
         """Dispatch a command by name (the control inbox and the console's palette)."""
         if command not in COMMANDS:
             raise ControlError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
-        if command == "decide":
+        if command == ControlCommand.DECIDE:
             self.decide(argument or "")
-        elif command == "cancel_trial":
+        elif command == ControlCommand.CANCEL_TRIAL:
             self.cancel_trial(argument or "")
         else:
             getattr(self, command)()
@@ -151,26 +151,29 @@ class RunControl:
         outage fails every group in flight) share that one decision."""
         loop = asyncio.get_running_loop()
         pending = self._decision
-        decided_by = "console"
+        decided_by = DecisionBy.CONSOLE
         if pending is None or pending.done():
             pending = self._decision = loop.create_future()
             awaiting = self.state == ControlState.AWAITING_DECISION
             self._before_decision = ControlState.RUNNING if awaiting else self.state
             if timeout == 0:
                 pending.set_result(default)
-                decided_by = "headless-default"
+                decided_by = DecisionBy.HEADLESS_DEFAULT
             else:
-                self._set(ControlState.AWAITING_DECISION, "an error needs a decision: abort or retry_group")
+                self._set(
+                    ControlState.AWAITING_DECISION,
+                    f"an error needs a decision: {Decision.ABORT} or {Decision.RETRY_GROUP}",
+                )
         try:
             decision = await asyncio.wait_for(asyncio.shield(pending), timeout)
         except TimeoutError:
-            decision, decided_by = default, "timeout-default"
+            decision, decided_by = default, DecisionBy.TIMEOUT_DEFAULT
             if not pending.done():
                 pending.set_result(default)
         if self._decision is pending:
             self._decision = None
         self._publish(DecisionMade(step=step, group=group, decision=decision, by=decided_by))
-        if decision == "retry_group" and self.state == ControlState.AWAITING_DECISION:
+        if decision == Decision.RETRY_GROUP and self.state == ControlState.AWAITING_DECISION:
             self._set(self._before_decision)
         return decision
 

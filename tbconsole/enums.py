@@ -1,6 +1,10 @@
-"""The run's vocabularies, defined once: trial phases, trial outcomes, control states and how a
-run ended. They are ``StrEnum``s, so events carry them as plain strings on the wire (old runs'
-``events.jsonl`` read back unchanged) while code compares against names, never spellings."""
+"""The run's vocabularies, defined once: trial phases, trial outcomes, the failures the runner
+detects itself, control states, commands and decisions, how a run ended, the runner's lease and
+the run's condition, log levels, the console's panels and the timeline's kinds of work. They are
+``StrEnum``s, so events and files carry them as plain strings on the wire (old runs'
+``events.jsonl`` read back unchanged) while code compares against names, never spellings.
+
+The bottom layer: this module imports nothing from tbconsole."""
 
 from __future__ import annotations
 
@@ -34,6 +38,18 @@ class TrialOutcome(StrEnum):
         return self not in (TrialOutcome.AGENT_ERROR, TrialOutcome.CANCELLED)
 
 
+class FailureKind(StrEnum):
+    """Failures the runner itself detects (``exception_type`` of ``trial.ended`` and
+    ``error.raised``; Harbor's own exception names are an open set and stay plain strings)."""
+
+    MODEL_CALL_FAILED = "ModelCallFailed"  # the gateway could not answer one of the trial's model calls
+    NO_MODEL_CALL = "NoModelCall"  # an agent that calls the proxy made no successful model call
+    GATEWAY_DOWN = "GatewayUnavailable"
+    CAPTURE_LOST = "CaptureLost"
+    MISSING_LOGPROBS = "MissingLogprobs"
+    CANCELLED_BY_USER = TrialOutcome.CANCELLED.value  # the user cancelled the trial (cancel_trial)
+
+
 class ControlState(StrEnum):
     """The run's control state (``control.changed``), plus WAITING: a console with no run yet."""
 
@@ -46,6 +62,33 @@ class ControlState(StrEnum):
     WAITING = "waiting"
 
 
+class ControlCommand(StrEnum):
+    """What a console (or ``tbconsole attach``) may ask of a running run (``RunControl.apply``,
+    the control inbox's command files)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STOP = "stop"
+    ABORT = "abort"
+    DECIDE = "decide"  # argument: a Decision
+    CANCEL_TRIAL = "cancel_trial"  # argument: the trial id
+
+
+class Decision(StrEnum):
+    """What to do about an error that stopped the run (``decision.made``)."""
+
+    ABORT = "abort"
+    RETRY_GROUP = "retry_group"
+
+
+class DecisionBy(StrEnum):
+    """Who took a decision (``decision.made``'s ``by``)."""
+
+    CONSOLE = "console"  # someone chose, in a console or with a command file
+    HEADLESS_DEFAULT = "headless-default"  # no one to ask: the default, at once
+    TIMEOUT_DEFAULT = "timeout-default"  # no one chose in time: the default
+
+
 class RunStatus(StrEnum):
     """How a run ended (``run.ended``)."""
 
@@ -53,6 +96,34 @@ class RunStatus(StrEnum):
     STOPPED = "stopped"
     ABORTED = "aborted"
     FAILED = "failed"
+
+
+class RunnerState(StrEnum):
+    """What the runner's lease on its run folder says (``tbconsole.lease``)."""
+
+    LIVE = "live"  # a runner holds the folder and beats
+    GONE = "gone"  # the runner died without ending the run (kill -9, power loss, OOM)
+    ENDED = "ended"  # the runner ended the run and let go
+    NONE = "none"  # no runner ever held this folder (an old run, or not a run folder)
+
+
+class RunCondition(StrEnum):
+    """A run's state in one word (``tbconsole.runlist``). Ended runs read as their ``RunStatus``
+    (done, stopped, …)."""
+
+    LIVE = "live"
+    PAUSED = "paused"
+    DEAD = "dead"  # the runner died without ending the run
+    ENDED = "ended"  # the runner ended, but the events do not say how
+    UNKNOWN = "unknown"  # no run.ended and no lease: an old run, going on or not
+
+
+class LogLevel(StrEnum):
+    """How much a ``log`` event matters."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 class AdvisorySeverity(StrEnum):
@@ -105,3 +176,44 @@ class SnapshotProblem(StrEnum):
     OFFSET = "offset"  # it covers more bytes than the events file holds
     EVENTS = "events"  # the events file's bytes before its offset are not those it covered
     PAYLOAD = "payload"  # the state it holds is cut, altered or cannot be rebuilt
+
+
+class PanelName(StrEnum):
+    """The console's views that redraw when the run's state changes (``RunState.mark_changed``):
+    the main screen's panels (their widget ids), the log, the decision modal and the advisories."""
+
+    HEADER = "header"
+    GATEWAY = "gateway"
+    TRIALS = "trials"
+    CAPTURES = "captures"
+    REWARDS = "rewards"
+    METRICS = "metrics"
+    LOG = "log"
+    DECISION = "decision"
+    ADVISORIES = "advisories"
+
+
+class SpanKind(StrEnum):
+    """What a bar on the timeline stands for (``tbconsole.timeline``)."""
+
+    QUEUED = "queued"
+    ENVIRONMENT = "environment"
+    AGENT_SETUP = "agent_setup"
+    AGENT = "agent"  # the agent's time outside model calls: its commands in the sandbox
+    SAMPLING = "sampling"  # the sampler's part of a model call
+    VERIFYING = "verifying"
+    TRAINING = "training"
+    CHECKPOINT = "checkpoint"
+    EVALUATION = "evaluation"
+
+
+class Share(StrEnum):
+    """What the step's wall time went to (the timeline's summary line), one name per kind of work."""
+
+    SAMPLING = "sampling"
+    AGENT = "agent"  # the agents' own work between model calls (commands in the sandbox)
+    SANDBOXES = "sandboxes"  # starting the environments and setting up the agents
+    VERIFIER = "verifier"
+    TRAINING = "training"
+    EVALUATION = "evaluation"
+    IDLE = "idle"  # nothing known ran (trials waiting for a slot, hand-overs)

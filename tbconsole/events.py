@@ -20,7 +20,7 @@ Writing survives a full or failing disk (``EventBus``):
   opens a file ending in a cut line starts its first line on a new line.
 - ``publish`` never raises because of the file: subscribers (console, progress log) still get
   every event. The first OSError is reported once, through ``on_write_error``, and as one
-  ``LogLine(level="error")`` to subscribers and the file; later failures are only counted.
+  ``LogLine(level=LogLevel.ERROR)`` to subscribers and the file; later failures are only counted.
 - The reserve: with the file, the bus makes ``<log_path>/.events-reserve``, RESERVE_BYTES
   (256 KiB) allocated with ``posix_fallocate`` (real blocks, not a sparse file). The first
   "no room" error (ENOSPC, EDQUOT, EFBIG) deletes it and retries the failed line in the space
@@ -325,8 +325,8 @@ class DecisionMade(Event):
     kind: ClassVar[str] = "decision.made"
     step: int | None
     group: int | None
-    decision: str  # abort | retry_group
-    by: str  # headless-default | console | control-file
+    decision: str  # an enums.Decision value
+    by: str  # an enums.DecisionBy value
 
 
 # -- advisories ---------------------------------------------------------------------------------
@@ -362,7 +362,7 @@ class AdvisoryCleared(Event):
 @dataclass(frozen=True, kw_only=True)
 class LogLine(Event):
     kind: ClassVar[str] = "log"
-    level: str
+    level: str  # an enums.LogLevel value
     message: str
 
 
@@ -608,7 +608,7 @@ class EventBus:
             self._write(event.kind, data)
             error, self._unreported = self._unreported, None
             if error is not None:
-                note = LogLine(level="error", message=self._describe(error))
+                note = LogLine(level=enums.LogLevel.ERROR, message=self._describe(error))
                 self._write(note.kind, (note.to_json() + "\n").encode())
             subscribers = list(self._subscribers)
         for subscriber in subscribers:

@@ -25,11 +25,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from tbconsole import atomic
+from tbconsole.enums import RunnerState
 from tbconsole.events import redact
 
 LOCK_FILE = "runner.lock"
@@ -49,13 +49,6 @@ class LeaseHeld(RuntimeError):
             f"{log_path} is already being run by {who}; open its console with `tbconsole attach {log_path}`, "
             "or choose another config.log_path"
         )
-
-
-class RunnerState(StrEnum):
-    LIVE = "live"  # a runner holds the folder and beats
-    GONE = "gone"  # the runner died without ending the run (kill -9, power loss, OOM)
-    ENDED = "ended"  # the runner ended the run and let go
-    NONE = "none"  # no runner ever held this folder (an old run, or not a run folder)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,12 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from tbconsole import atomic
-from tbconsole.enums import ControlState
+from tbconsole.enums import ControlState, RunCondition, RunnerState
 from tbconsole.events import Event, RunStarted, decode
-from tbconsole.lease import LeaseView, RunnerState, read_lease
+from tbconsole.lease import LeaseView, read_lease
 from tbconsole.runfolder import EVENTS_FILE
 from tbconsole.state import RunState, reduce
 
@@ -29,16 +28,6 @@ MAX_DEPTH = 3
 RECENT_KEPT = 20
 DEFAULT_ROOTS = (Path("runs"), Path("/tmp/harbor-tinker"))
 REWARD_METRIC = "env/all/reward/total"
-
-
-class RunCondition(StrEnum):
-    """A run's state in one word. Ended runs read as their ``RunStatus`` (done, stopped, …)."""
-
-    LIVE = "live"
-    PAUSED = "paused"
-    DEAD = "dead"  # the runner died without ending the run
-    ENDED = "ended"  # the runner ended, but the events do not say how
-    UNKNOWN = "unknown"  # no run.ended and no lease: an old run, going on or not
 
 
 def run_condition(state: RunState, runner: LeaseView) -> str:

@@ -33,11 +33,10 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tbconsole.enums import TrialPhase
+from tbconsole.enums import Share, SpanKind, TrialPhase
 from tbconsole.events import (
     BatchEnded,
     BatchStarted,
@@ -60,32 +59,6 @@ MAX_TURNS = 2000  # model calls kept per trial (a longer trial's earliest are dr
 MAX_TRAINING_ROWS = 8
 READ_CHUNK = 4 << 20  # bytes read per call of ``refresh``: a long run's file is taken in slices
 KEPT_INDEXES = 4  # events files whose step index is kept between readers (a few runs opened in turn)
-
-
-class SpanKind(StrEnum):
-    """What a bar on the timeline stands for."""
-
-    QUEUED = "queued"
-    ENVIRONMENT = "environment"
-    AGENT_SETUP = "agent_setup"
-    AGENT = "agent"  # the agent's time outside model calls: its commands in the sandbox
-    SAMPLING = "sampling"  # the sampler's part of a model call
-    VERIFYING = "verifying"
-    TRAINING = "training"
-    CHECKPOINT = "checkpoint"
-    EVALUATION = "evaluation"
-
-
-class Share(StrEnum):
-    """What the step's wall time went to (the summary line), one name per kind of work."""
-
-    SAMPLING = "sampling"
-    AGENT = "agent"  # the agents' own work between model calls (commands in the sandbox)
-    SANDBOXES = "sandboxes"  # starting the environments and setting up the agents
-    VERIFIER = "verifier"
-    TRAINING = "training"
-    EVALUATION = "evaluation"
-    IDLE = "idle"  # nothing known ran (trials waiting for a slot, hand-overs)
 
 
 SHARE_OF: dict[SpanKind, Share] = {

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tbconsole.lease import LEASE_FILE, Lease, LeaseHeld, RunnerState, read_lease
+from tbconsole.enums import RunnerState
+from tbconsole.lease import LEASE_FILE, Lease, LeaseHeld, read_lease
 
 
 def test_no_runner_ever(tmp_path):

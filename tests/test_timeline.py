@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tbconsole.enums import Share, SpanKind
 from tbconsole.events import (
     BatchStarted,
     CheckpointSaved,
@@ -21,7 +22,7 @@ from tbconsole.events import (
     read_events,
 )
 from tbconsole.runfolder import RunFolder
-from tbconsole.timeline import Share, SpanKind, StepCollector, StepReader
+from tbconsole.timeline import StepCollector, StepReader
 
 T0 = 1_767_225_600.0
 

@@ -24,6 +24,7 @@ from tbconsole.advisories.signal import NoSignal
 from tbconsole.advisories.stalls import PastTimeout, Stalled
 from tbconsole.advisories.thresholds import RULES, Thresholds
 from tbconsole.advisories.training import Entropy, Kl, RewardHacking
+from tbconsole.enums import LogLevel
 
 RULE_CLASSES: tuple[type[Rule], ...] = (
     NoSignal,
@@ -114,7 +115,7 @@ class Advisor:
         stamp = {} if when is None else {"ts": when}
         out: list[ev.Event] = [
             ev.LogLine(
-                level="warning",
+                level=LogLevel.WARNING,
                 message=f"advisory rule {rule.name} failed ({type(exc).__name__}: {exc}); it is off for this run",
                 **stamp,
             )

@@ -65,7 +65,8 @@ def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_attach(args: argparse.Namespace) -> int:
-    from tbconsole.lease import RunnerState, read_lease
+    from tbconsole.enums import RunnerState
+    from tbconsole.lease import read_lease
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import run_has_ended
 
@@ -167,7 +168,8 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
         return 2
 
     # A run still going is shot as it stands: the header says [live], not [replay].
-    from tbconsole.lease import RunnerState, read_lease
+    from tbconsole.enums import RunnerState
+    from tbconsole.lease import read_lease
     from tbconsole.ui.data.source import run_has_ended
 
     run_dir = events_file.parent

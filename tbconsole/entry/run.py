@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tbconsole.cpushare import RUNNER_SESSION_NICE, lower_session_weight
-from tbconsole.enums import ControlState, RunStatus
+from tbconsole.enums import ControlState, LogLevel, RunStatus
 from tbconsole.runfolder import RunFolder
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def open_run(log_path: Path):
             return
         bus.publish(
             LogLine(
-                level="error",
+                level=LogLevel.ERROR,
                 message="stopping the run: its folder's disk is full (the batch in flight is not trained)",
             )
         )
@@ -84,7 +84,7 @@ class SignalStop:
         else:
             status, what, command = RunStatus.STOPPED, "stopping after the current batch (again: abort)", control.stop
         self.causes[status] = f"on {name}"
-        self.publish(LogLine(level="warning", message=f"{name}: {what}"))
+        self.publish(LogLine(level=LogLevel.WARNING, message=f"{name}: {what}"))
         command()
 
     @contextmanager
@@ -161,7 +161,8 @@ def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.
 def wait_until_live(runner: subprocess.Popen, log_path: Path, log_offset: int, poll: float = 0.1) -> bool:
     """Wait until ``runner`` holds the run folder's lease. If it exits first, print what it wrote
     to runner.log (from ``log_offset``) and return False."""
-    from tbconsole.lease import RunnerState, read_lease
+    from tbconsole.enums import RunnerState
+    from tbconsole.lease import read_lease
 
     while True:
         view = read_lease(log_path)

@@ -269,7 +269,8 @@ def run_train(
 
 
 def _refuse_if_held(log_path: Path) -> None:
-    from tbconsole.lease import LeaseHeld, RunnerState, read_lease
+    from tbconsole.enums import RunnerState
+    from tbconsole.lease import LeaseHeld, read_lease
 
     view = read_lease(log_path)
     if view.state is RunnerState.LIVE:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tinker_cookbook.eval.evaluators import SamplingClientEvaluator
 
+from tbconsole.enums import LogLevel
 from tbconsole.events import (
     CaptureLost,
     EvaluationEnded,
@@ -74,7 +75,7 @@ class HeldOutEvaluator(SamplingClientEvaluator):
         )
         ctx.publish(
             LogLine(
-                level="warning" if failed else "info",
+                level=LogLevel.WARNING if failed else LogLevel.INFO,
                 message=(
                     f"held-out after {trained} updates: reward {mean:.3f} over {len(rewards)} trials "
                     f"of {len(scored)} tasks" + (f"; {len(failed)} tasks not scored ({failed[0]})" if failed else "")

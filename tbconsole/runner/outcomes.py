@@ -23,20 +23,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbconsole.enums import TrialOutcome
+from tbconsole.enums import FailureKind, TrialOutcome
 
 TIME_LIMIT_ERRORS = {"AgentTimeoutError"}
 SEQUENCE_LIMIT_ERRORS = {"ContextWindowExceededError", "ContextLengthExceededError", "MaxSeqLenExceededError"}
 OUTPUT_LIMIT_ERRORS = {"OutputTokenExceededError", "OutputLengthExceededError"}
 AGENT_EXIT = "NonZeroAgentExitCodeError"  # how agents report a refusal or a cut reply they gave up on
-
-# Failures the runner itself detects (exception types in events and the modal).
-MODEL_CALL_FAILED = "ModelCallFailed"
-NO_MODEL_CALL = "NoModelCall"
-GATEWAY_DOWN = "GatewayUnavailable"
-CAPTURE_LOST = "CaptureLost"
-MISSING_LOGPROBS = "MissingLogprobs"
-CANCELLED_BY_USER = TrialOutcome.CANCELLED.value  # the user cancelled the trial (cancel_trial)
+# Failures the runner itself detects (exception types in events and the modal): enums.FailureKind.
 
 
 class TrialFailed(RuntimeError):
@@ -72,7 +65,7 @@ def cancelled_by_user() -> Outcome:
     return Outcome(
         TrialOutcome.CANCELLED,
         None,
-        CANCELLED_BY_USER,
+        FailureKind.CANCELLED_BY_USER,
         "the trial was cancelled by request (its sandbox stopped); the group's other trials were "
         "cancelled too and nothing of the group is scored",
     )
@@ -142,9 +135,9 @@ def judge(result: Any, reward_key: str, capture: Capture | None = None) -> Outco
     if capture is None or not outcome.scored:
         return outcome
     if capture.lost is not None:
-        return failure(CAPTURE_LOST, capture.lost or "a turn was not captured")
+        return failure(FailureKind.CAPTURE_LOST, capture.lost or "a turn was not captured")
     if any(len(t.logprobs) != len(t.output_tokens) for t in turns):
-        return failure(MISSING_LOGPROBS, "a sampled turn came without log-probs")
+        return failure(FailureKind.MISSING_LOGPROBS, "a sampled turn came without log-probs")
     # Infrastructure wins over whatever Harbor reports after it.
     return infrastructure_failure(capture.stats, calls_model=capture.calls_model) or outcome
 
@@ -156,7 +149,7 @@ def infrastructure_failure(stats: Any, *, calls_model: bool) -> Outcome | None:
     if failed:
         last = stats.last_sampler_error or "no detail"
         return failure(
-            MODEL_CALL_FAILED,
+            FailureKind.MODEL_CALL_FAILED,
             f"{failed} of {stats.requests} model call(s) failed at the gateway (last: {last}); "
             "the agent's result after a failed call is not the policy's doing",
         )
@@ -171,5 +164,5 @@ def infrastructure_failure(stats: Any, *, calls_model: bool) -> Outcome | None:
                 f"{stats.requests} request(s) reached the proxy and none was answered "
                 f"({stats.rejected} refused as invalid, {stats.failed} failed)"
             )
-        return failure(NO_MODEL_CALL, f"the agent made no successful model call: {detail}")
+        return failure(FailureKind.NO_MODEL_CALL, f"the agent made no successful model call: {detail}")
     return None

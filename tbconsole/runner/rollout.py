@@ -33,7 +33,7 @@ from tinker_cookbook.rl.types import Trajectory, Transition
 
 from tbconsole import runfolder
 from tbconsole.control import RunControl
-from tbconsole.enums import TrialPhase
+from tbconsole.enums import Decision, FailureKind, LogLevel, TrialPhase
 from tbconsole.events import (
     BatchStarted,
     ErrorRaised,
@@ -49,7 +49,7 @@ from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialRe
 from tbconsole.runner.datums import DatumStats, conversation_order, datum_stats
 from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
-from tbconsole.runner.outcomes import GATEWAY_DOWN, Capture, Outcome, TrialFailed, cancelled_by_user, failure, judge
+from tbconsole.runner.outcomes import Capture, Outcome, TrialFailed, cancelled_by_user, failure, judge
 from tbconsole.runner.trials import TrialTemplate
 
 if TYPE_CHECKING:  # the proxy is imported when a group runs (run_group)
@@ -150,14 +150,14 @@ class HarborRolloutStrategy(RolloutStrategy):
                 return await run_group(self.ctx, builder, sampling_client, attempt)
             except TrialFailed as failed:
                 decision = await self._decide(builder, failed)
-                if decision != "retry_group":
+                if decision != Decision.RETRY_GROUP:
                     raise
                 attempt += 1
                 gateway = self.ctx.gateway
                 if gateway is not None and gateway.down.is_set():
                     self.ctx.publish(
                         LogLine(
-                            level="warning",
+                            level=LogLevel.WARNING,
                             message=(
                                 f"step {builder.batch} group {builder.group}: retry waits for the gateway to answer"
                             ),
@@ -178,7 +178,7 @@ class HarborRolloutStrategy(RolloutStrategy):
                 decision_needed=ctx.decision_timeout != 0,
             )
         )
-        return await ctx.control.ask(builder.batch, builder.group, default="abort", timeout=ctx.decision_timeout)
+        return await ctx.control.ask(builder.batch, builder.group, default=Decision.ABORT, timeout=ctx.decision_timeout)
 
 
 @dataclass
@@ -286,7 +286,7 @@ async def _fail_when_gateway_down(ctx: RunContext, builder: HarborGroupBuilder) 
     await ctx.gateway.down.wait()
     raise TrialFailed(
         f"{builder.task_name}.s{builder.batch}g{builder.group}",
-        GATEWAY_DOWN,
+        FailureKind.GATEWAY_DOWN,
         ctx.gateway.reason + " The group's trials were cancelled; none was scored.",
         None,
     )

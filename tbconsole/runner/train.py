@@ -26,7 +26,7 @@ from tinker_cookbook.rl import train as rl_train
 from tinker_cookbook.utils import ml_log
 
 from tbconsole.control import ControlInbox, RunControl
-from tbconsole.enums import RunStatus
+from tbconsole.enums import LogLevel, RunStatus
 from tbconsole.events import (
     BatchEnded,
     CheckpointSaved,
@@ -153,7 +153,9 @@ async def main(
     if not command:
         return await _run(parsed, bus, control, decision_timeout, stop_cause)
     log_path = Path(parsed.args.config.log_path)
-    notifier = Notifier(command, log_path, lambda message: bus.publish(LogLine(level="warning", message=message)))
+    notifier = Notifier(
+        command, log_path, lambda message: bus.publish(LogLine(level=LogLevel.WARNING, message=message))
+    )
     unsubscribe = bus.subscribe(notifier)
     try:
         return await _run(parsed, bus, control, decision_timeout, stop_cause)
@@ -276,12 +278,12 @@ async def _run(
         )
     )
     if resume:
-        publish(LogLine(level="info", message=f"resuming at batch {start_batch} from {resume.state_path}"))
+        publish(LogLine(level=LogLevel.INFO, message=f"resuming at batch {start_batch} from {resume.state_path}"))
 
     # Startup imported torch, Harbor and the cookbook: freeze those objects out of the garbage
     # collector, whose full passes over them would otherwise stall every proxied request.
     gc.freeze()
-    inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level="warning", message=m)))
+    inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level=LogLevel.WARNING, message=m)))
     background = [
         asyncio.create_task(inbox.run()),
         asyncio.create_task(gateway.run()),
@@ -419,7 +421,7 @@ def _announce_continuity(publish, renderer: Any, renderer_name: str, enabled: bo
     if not enabled:
         publish(
             LogLine(
-                level="info",
+                level=LogLevel.INFO,
                 message="token continuity is off (harbor.token_continuity=false): prompts are the renderer's own "
                 "history form, and a turn trains in the same datum as the one before only where that form "
                 "happens to extend it",
@@ -430,7 +432,7 @@ def _announce_continuity(publish, renderer: Any, renderer_name: str, enabled: bo
     if not supports_incremental(renderer) or not all(isinstance(s, int) for s in stops):
         publish(
             LogLine(
-                level="warning",
+                level=LogLevel.WARNING,
                 message=f"renderer {renderer_name} cannot keep sampled tokens in later prompts (it renders "
                 "whole conversations or stops on text): each turn of a multi-turn trial trains as its own datum",
             )

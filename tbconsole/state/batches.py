@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from tbconsole.enums import TrialOutcome
+from tbconsole.enums import LogLevel, PanelName, TrialOutcome
 from tbconsole.enums import TrialPhase as Phase
 from tbconsole.events import (
     BatchEnded,
@@ -95,15 +95,15 @@ def batch_started(state: RunState, e: BatchStarted) -> None:
             continue
         state.groups[(e.step, gi)] = GroupState(step=e.step, group=gi, task=str(spec.get("task", "?")))
     _evict(state, e.step)
-    state.mark_changed("trials", "captures", "rewards", "header")
-    add_log(state, e.ts, "info", f"step {e.step}: batch of {len(e.groups)} groups started")
+    state.mark_changed(PanelName.TRIALS, PanelName.CAPTURES, PanelName.REWARDS, PanelName.HEADER)
+    add_log(state, e.ts, LogLevel.INFO, f"step {e.step}: batch of {len(e.groups)} groups started")
 
 
 def batch_ended(state: RunState, e: BatchEnded) -> None:
     if e.step == state.step:
         state.batch_active = False
     step_summary(state, e.step).batch_ended = e.ts
-    state.mark_changed("header", "rewards")
+    state.mark_changed(PanelName.HEADER, PanelName.REWARDS)
 
 
 def _group(state: RunState, step: int, gi: int, task: str | None = None) -> GroupState:
@@ -162,7 +162,7 @@ def group_started(state: RunState, e: GroupStarted) -> None:
         t.index = i
         t.phase_since = t.phase_since or e.ts
         state.changed_trials.add(name)
-    state.mark_changed("trials", "captures")
+    state.mark_changed(PanelName.TRIALS, PanelName.CAPTURES)
 
 
 def _forget_trial(state: RunState, summary: StepSummary, trial: str) -> None:
@@ -188,7 +188,7 @@ def group_ended(state: RunState, e: GroupEnded) -> None:
     g.error = clip(e.error, 2000)
     if not e.ok:  # the runner cancelled the group's other trials
         cancel_unfinished(state, g.trials, e.ts)
-    state.mark_changed("trials", "rewards")
+    state.mark_changed(PanelName.TRIALS, PanelName.REWARDS)
 
 
 def trial_phase(state: RunState, e: TrialPhaseChanged) -> None:
@@ -197,7 +197,7 @@ def trial_phase(state: RunState, e: TrialPhaseChanged) -> None:
         return
     _apply_phase(t, e)
     state.changed_trials.add(e.trial)
-    state.mark_changed("trials")
+    state.mark_changed(PanelName.TRIALS)
 
 
 def _apply_phase(t: TrialState, e: TrialPhaseChanged) -> None:
@@ -238,7 +238,7 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     stats.trials += 1
     if e.scored and e.datums is not None:
         step_summary(state, e.step).trial_data[e.trial] = _trial_data(e)
-        state.mark_changed("captures")
+        state.mark_changed(PanelName.CAPTURES)
     if e.scored and e.reward is not None and math.isfinite(e.reward):
         summary = step_summary(state, e.step)
         summary.trial_rewards[e.trial] = (t.task, float(e.reward))
@@ -250,7 +250,7 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
         stats.last_mean = sum(rewards) / len(rewards)
         stats.last_step = e.step
     state.changed_trials.add(e.trial)
-    state.mark_changed("trials", "rewards")
+    state.mark_changed(PanelName.TRIALS, PanelName.REWARDS)
 
 
 def _apply_end(t: TrialState, e: TrialEnded) -> None:
@@ -283,7 +283,7 @@ def proxy_request(state: RunState, e: ProxyRequest) -> None:
         c.add_request(e)
     _add_turn(t, e)
     state.changed_trials.add(e.trial)
-    state.mark_changed("captures", "trials")
+    state.mark_changed(PanelName.CAPTURES, PanelName.TRIALS)
 
 
 def _add_turn(t: TrialState, e: ProxyRequest) -> None:
@@ -315,8 +315,8 @@ def capture_lost(state: RunState, e: CaptureLost) -> None:
         c.lost += 1
     t.lost = clip(e.error, 1000)
     state.changed_trials.add(e.trial)
-    state.mark_changed("captures", "trials")
-    add_log(state, e.ts, "error", f"capture lost: trial {e.trial}: {e.error}")
+    state.mark_changed(PanelName.CAPTURES, PanelName.TRIALS)
+    add_log(state, e.ts, LogLevel.ERROR, f"capture lost: trial {e.trial}: {e.error}")
 
 
 # -- the held-out evaluation's trials ------------------------------------------------------------
@@ -368,7 +368,7 @@ def heldout_event(state: RunState, e: HeldOutEvent) -> None:
             for c in (t.counters, g.counters, ev.counters) if g is not None else (t.counters, ev.counters):
                 c.lost += 1
         state.changed_trials.add(inner.trial)
-    state.mark_changed("trials", "captures")
+    state.mark_changed(PanelName.TRIALS, PanelName.CAPTURES)
 
 
 def _heldout_trial(ev: EvaluationState, gi: int, trial: str, task: str | None) -> TrialState:
@@ -411,4 +411,4 @@ def _cancel_heldout(state: RunState, ev: EvaluationState, trials: Iterable[str],
 
 def add_log(state: RunState, ts: float, level: str, message: str) -> None:
     state.logs.append((ts, str(level), clip(message, 2000) or ""))
-    state.mark_changed("log")
+    state.mark_changed(PanelName.LOG)

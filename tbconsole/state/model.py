@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbconsole.enums import ControlState, TrialPhase
+from tbconsole.enums import ControlState, PanelName, TrialPhase
 from tbconsole.events import CheckpointSaved, DecisionMade, ErrorRaised, ProxyRequest
 
 KEEP_STEPS = 3  # steps whose trials (and their turn lists) stay in memory
@@ -26,7 +26,7 @@ ADVISORY_LOG_LEN = 200  # advisory changes (raised, replaced, cleared) kept, new
 
 # The main screen's panels (and the advisories' strip and screen), by the names the reducer records
 # in ``RunState.changed_panels``.
-PANELS = ("header", "gateway", "trials", "captures", "rewards", "metrics", "log", "decision", "advisories")
+PANELS = tuple(PanelName)
 
 
 @dataclass

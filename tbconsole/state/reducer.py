@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tbconsole.enums import ControlState, RunStatus
+from tbconsole.enums import ControlState, LogLevel, PanelName, RunStatus
 from tbconsole.events import (
     AdvisoryCleared,
     AdvisoryRaised,
@@ -70,7 +70,7 @@ def reduce(state: RunState, event: Event) -> RunState:
         handler(state, event)  # before last_ts moves: a second start counts the first up to its last event
     if event.ts is not None and (state.last_ts is None or event.ts > state.last_ts):
         state.last_ts = event.ts
-    state.mark_changed("header")
+    state.mark_changed(PanelName.HEADER)
     return state
 
 
@@ -118,7 +118,7 @@ def _run_started(state: RunState, e: RunStarted) -> None:
 
 def _evaluation_started(state: RunState, e: EvaluationStarted) -> None:
     state.evaluation = state.heldout = EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
-    state.mark_changed("header", "metrics", "trials")
+    state.mark_changed(PanelName.HEADER, PanelName.METRICS, PanelName.TRIALS)
 
 
 def _evaluation_ended(state: RunState, e: EvaluationEnded) -> None:
@@ -129,7 +129,7 @@ def _evaluation_ended(state: RunState, e: EvaluationEnded) -> None:
     done = done or EvaluationState(after_updates=e.after_updates, started=e.ts, trials=e.trials)
     done.ended, done.reward, done.scored, done.failed_tasks = e.ts, e.reward, e.trials, e.failed_tasks
     state.evaluation, state.last_evaluation, state.heldout = None, done, done
-    state.mark_changed("header", "metrics", "trials")
+    state.mark_changed(PanelName.HEADER, PanelName.METRICS, PanelName.TRIALS)
 
 
 def _run_ended(state: RunState, e: RunEnded) -> None:
@@ -141,11 +141,11 @@ def _run_ended(state: RunState, e: RunEnded) -> None:
     state.evaluation = None
     cancel_unfinished(state, list(state.trials), e.ts)
     cancel_heldout(state, e.ts)
-    state.mark_changed("header", "decision", "trials", "gateway")
+    state.mark_changed(PanelName.HEADER, PanelName.DECISION, PanelName.TRIALS, PanelName.GATEWAY)
     add_log(
         state,
         e.ts,
-        "info" if e.status in (RunStatus.DONE, RunStatus.STOPPED) else "error",
+        LogLevel.INFO if e.status in (RunStatus.DONE, RunStatus.STOPPED) else LogLevel.ERROR,
         f"run {e.status} at step {e.step}" + (f": {e.message}" if e.message else ""),
     )
 
@@ -160,9 +160,9 @@ def _control(state: RunState, e: ControlChanged) -> None:
         RunStatus.FAILED,
     ):
         state.pending_decision = None
-        state.mark_changed("decision")
-    state.mark_changed("header")
-    add_log(state, e.ts, "info", f"control: {e.state}" + (f" ({e.reason})" if e.reason else ""))
+        state.mark_changed(PanelName.DECISION)
+    state.mark_changed(PanelName.HEADER)
+    add_log(state, e.ts, LogLevel.INFO, f"control: {e.state}" + (f" ({e.reason})" if e.reason else ""))
 
 
 def _gateway(state: RunState, e: GatewayHealth) -> None:
@@ -180,7 +180,7 @@ def _gateway(state: RunState, e: GatewayHealth) -> None:
         g.last_error = clip(e.error or "probe failed", 1000)
         g.last_error_ts = e.ts
     g.latencies.append(e.latency_ms if e.latency_ms is not None else 0.0)
-    state.mark_changed("gateway")
+    state.mark_changed(PanelName.GATEWAY)
 
 
 def _step_metrics(state: RunState, e: StepMetrics) -> None:
@@ -198,7 +198,7 @@ def _step_metrics(state: RunState, e: StepMetrics) -> None:
         else:
             trend.append((e.step, v))
     if e.evaluation_only:
-        state.mark_changed("metrics", "header")
+        state.mark_changed(PanelName.METRICS, PanelName.HEADER)
         return
     summary = step_summary(state, e.step)
     summary.ended = e.ts
@@ -207,28 +207,28 @@ def _step_metrics(state: RunState, e: StepMetrics) -> None:
     if state.last_completed is None or e.step > state.last_completed:
         state.last_completed = e.step
     state.completed_steps = len([s for s in state.steps.values() if s.ended is not None])
-    state.mark_changed("metrics", "header", "rewards")
+    state.mark_changed(PanelName.METRICS, PanelName.HEADER, PanelName.REWARDS)
 
 
 def _checkpoint(state: RunState, e: CheckpointSaved) -> None:
     state.checkpoints.append(e)
     del state.checkpoints[:-20]
-    add_log(state, e.ts, "info", f"checkpoint {e.name} saved at step {e.step}")
+    add_log(state, e.ts, LogLevel.INFO, f"checkpoint {e.name} saved at step {e.step}")
 
 
 def _error(state: RunState, e: ErrorRaised) -> None:
     if e.decision_needed:
         state.pending_decision = e
-        state.mark_changed("decision")
-    add_log(state, e.ts, "error", f"{e.exception_type}: {e.message}")
+        state.mark_changed(PanelName.DECISION)
+    add_log(state, e.ts, LogLevel.ERROR, f"{e.exception_type}: {e.message}")
 
 
 def _decision(state: RunState, e: DecisionMade) -> None:
     state.decisions.append(e)
     del state.decisions[:-50]
     state.pending_decision = None
-    state.mark_changed("decision", "header")
-    add_log(state, e.ts, "info", f"decision: {e.decision} (by {e.by})")
+    state.mark_changed(PanelName.DECISION, PanelName.HEADER)
+    add_log(state, e.ts, LogLevel.INFO, f"decision: {e.decision} (by {e.by})")
 
 
 def _log_line(state: RunState, e: LogLine) -> None:
@@ -258,7 +258,7 @@ def _advisory_raised(state: RunState, e: AdvisoryRaised) -> None:
     )
     state.advisories[e.key] = advisory
     state.advisory_log.append(advisory)
-    state.mark_changed("advisories", "header")
+    state.mark_changed(PanelName.ADVISORIES, PanelName.HEADER)
     if earlier is None:
         add_log(state, e.ts, e.severity, f"advisory: {advisory.message}")
 
@@ -270,8 +270,8 @@ def _advisory_cleared(state: RunState, e: AdvisoryCleared) -> None:
     state.advisory_seq += 1
     cleared = dataclasses.replace(earlier, cleared=e.ts, cleared_by=clip(e.message, 1000) or "", seq=state.advisory_seq)
     state.advisory_log.append(cleared)
-    state.mark_changed("advisories", "header")
-    add_log(state, e.ts, "info", f"advisory cleared: {earlier.message} ({cleared.cleared_by})")
+    state.mark_changed(PanelName.ADVISORIES, PanelName.HEADER)
+    add_log(state, e.ts, LogLevel.INFO, f"advisory cleared: {earlier.message} ({cleared.cleared_by})")
 
 
 _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {

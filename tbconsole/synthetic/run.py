@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tbconsole.enums import ControlState, RunStatus, TrialOutcome
+from tbconsole.enums import ControlState, Decision, DecisionBy, FailureKind, LogLevel, RunStatus, TrialOutcome
 from tbconsole.enums import TrialPhase as Phase
 from tbconsole.events import (
     BatchEnded,
@@ -216,7 +216,7 @@ def heldout_evaluation(
     yield EvaluationEnded(ts=end, after_updates=after_updates, reward=mean, trials=len(rewards), failed_tasks=0)
     yield LogLine(
         ts=end,
-        level="info",
+        level=LogLevel.INFO,
         message=f"held-out after {after_updates} updates: reward {mean:.3f} over {len(rewards)} trials "
         f"of {len(HELDOUT_TASKS)} tasks",
     )
@@ -231,7 +231,7 @@ def synthetic_run(
     t0: float = T0,
     turns: tuple[int, int] = (2, 6),
     error_at: tuple[int, int] | None = None,
-    decision: str | None = "retry_group",
+    decision: str | None = Decision.RETRY_GROUP,
     pause_after: int | None = None,
     stop_after: int | None = None,
     hostile: bool = True,
@@ -294,7 +294,7 @@ def synthetic_run(
         pending_end = False
         for g in range(groups):
             task = picked[g]
-            attempts = 2 if (error_at == (step, g) and decision == "retry_group") else 1
+            attempts = 2 if (error_at == (step, g) and decision == Decision.RETRY_GROUP) else 1
             g_start = start + 0.05 * g
             for attempt in range(attempts):
                 names = []
@@ -402,7 +402,7 @@ def synthetic_run(
                                 output_tokens=out_tokens,
                                 trial_dir=tdir,
                                 timings={"agent": t - g_start},
-                                exception_type="CaptureLost",
+                                exception_type=FailureKind.CAPTURE_LOST,
                                 exception_message="capture write failed: No space left on device",
                             )
                         )
@@ -464,7 +464,7 @@ def synthetic_run(
                             step=step,
                             group=g,
                             trial=names[1],
-                            exception_type="CaptureLost",
+                            exception_type=FailureKind.CAPTURE_LOST,
                             message="capture write failed: No space left on device",
                             trial_dir=f"{trials_dir}/{names[1]}" if trials_dir else None,
                             decision_needed=True,
@@ -474,14 +474,16 @@ def synthetic_run(
                         ControlChanged(
                             ts=fail_ts + 0.21,
                             state=ControlState.AWAITING_DECISION,
-                            reason="an error needs a decision: abort or retry_group",
+                            reason=f"an error needs a decision: {Decision.ABORT} or {Decision.RETRY_GROUP}",
                         )
                     )
                     if decision is None:
                         pending_end = True
                         break
-                    clock.add(DecisionMade(ts=fail_ts + 4.0, step=step, group=g, decision=decision, by="console"))
-                    if decision == "abort":
+                    clock.add(
+                        DecisionMade(ts=fail_ts + 4.0, step=step, group=g, decision=decision, by=DecisionBy.CONSOLE)
+                    )
+                    if decision == Decision.ABORT:
                         clock.add(
                             ControlChanged(ts=fail_ts + 4.01, state=ControlState.ABORTING, reason="abort requested")
                         )
@@ -495,7 +497,7 @@ def synthetic_run(
             if pending_end:
                 break
             if rng.random() < 0.3:
-                clock.add(LogLine(ts=g_start + 1, level="info", message=f"group {g}: {task} running"))
+                clock.add(LogLine(ts=g_start + 1, level=LogLevel.INFO, message=f"group {g}: {task} running"))
         # gateway probes every 5 s through the batch
         probe = start
         horizon = max(batch_end, start + 1)
@@ -525,7 +527,7 @@ def synthetic_run(
         events = list(clock.drain())
         yield from events
         if pending_end:
-            if decision == "abort":
+            if decision == Decision.ABORT:
                 last = events[-1].ts
                 yield RunEnded(ts=last + 1, status=RunStatus.ABORTED, step=step, message="aborted after CaptureLost")
                 yield ControlChanged(ts=last + 1.01, state=RunStatus.FAILED, reason="aborted")
@@ -632,9 +634,9 @@ async def play(
         bus.publish(dataclasses.replace(event, ts=_time.time()) if retime else event)
         if isinstance(event, ErrorRaised) and event.decision_needed:
             waited = _time.monotonic()
-            choice = await control.ask(event.step, event.group, default="abort", timeout=None)
+            choice = await control.ask(event.step, event.group, default=Decision.ABORT, timeout=None)
             started += _time.monotonic() - waited
-            if choice == "abort":
+            if choice == Decision.ABORT:
                 aborted = True
                 break
     if aborted or control.abort_requested.is_set():

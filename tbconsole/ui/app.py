@@ -33,8 +33,8 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tbconsole.control import ControlError
-from tbconsole.enums import ControlState, RunStatus
-from tbconsole.lease import LeaseView, RunnerState
+from tbconsole.enums import AdvisorySeverity, ControlCommand, ControlState, PanelName, RunnerState, RunStatus
+from tbconsole.lease import LeaseView
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
 from tbconsole.ui.data.source import FileReplay, LeaseWatch, NoControls, Replay, allowed_commands
@@ -47,7 +47,13 @@ from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 
-RUN_COMMANDS = {"pause", "resume", "stop", "abort", "decide"}
+RUN_COMMANDS = {
+    ControlCommand.PAUSE,
+    ControlCommand.RESUME,
+    ControlCommand.STOP,
+    ControlCommand.ABORT,
+    ControlCommand.DECIDE,
+}  # each also the name of the app's action that sends it
 REPLAY_ACTIONS = {"replay_prev", "replay_next", "replay_first", "replay_last"}
 THEME_ALIASES = {"dark": DEFAULT_DARK, "light": DEFAULT_LIGHT}
 
@@ -287,9 +293,9 @@ class ConsoleApp(App[int]):
     def _second(self) -> None:
         """Once a second: elapsed times move on even without events."""
         if self.run_going:
-            self.state.mark_changed("header", "gateway", "trials")
+            self.state.mark_changed(PanelName.HEADER, PanelName.GATEWAY, PanelName.TRIALS)
         elif self.runner is not None and self.runner.state is RunnerState.GONE:
-            self.state.mark_changed("header")  # "last seen N s ago" goes on counting
+            self.state.mark_changed(PanelName.HEADER)  # "last seen N s ago" goes on counting
         # The drill-down screens are imported when first needed, off the first frame's path
         # (about 0.1 s of imports); this, a second after start, is usually that first time.
         from tbconsole.ui.screens.advisories import AdvisoriesScreen
@@ -312,7 +318,7 @@ class ConsoleApp(App[int]):
         self.ticks += 1
         if self.lease is not None and self.lease.view is not self.runner:
             self.runner = self.lease.view
-            self.redraw("header", "gateway", "trials")
+            self.redraw(PanelName.HEADER, PanelName.GATEWAY, PanelName.TRIALS)
         self.inbox.drain(self.state, self.drain_budget_s)
         if self.inbox.take_ring() and self.mode_live and self.replay is None:
             self.bell()
@@ -344,7 +350,7 @@ class ConsoleApp(App[int]):
         if status != self._last_status:
             self._last_status = status
             self.refresh_bindings()
-        if "decision" in changed or everything:
+        if PanelName.DECISION in changed or everything:
             self._sync_decision()
 
     def _screens_on_view(self) -> list[Screen]:
@@ -388,7 +394,7 @@ class ConsoleApp(App[int]):
 
         def decided(choice: str | None) -> None:
             if choice is not None:
-                self.send("decide", choice)
+                self.send(ControlCommand.DECIDE, choice)
 
         self.push_screen(DecisionScreen(pending, can_decide=can), decided)
 
@@ -416,10 +422,10 @@ class ConsoleApp(App[int]):
         return True
 
     def action_pause(self) -> None:
-        self.send("pause")
+        self.send(ControlCommand.PAUSE)
 
     def action_resume(self) -> None:
-        self.send("resume")
+        self.send(ControlCommand.RESUME)
 
     def action_stop(self) -> None:
         self.push_screen(
@@ -428,7 +434,7 @@ class ConsoleApp(App[int]):
                 "a checkpoint is saved, and the run exits.",
                 yes="Stop run",
             ),
-            lambda ok: ok and self.send("stop"),
+            lambda ok: ok and self.send(ControlCommand.STOP),
         )
 
     def action_abort(self) -> None:
@@ -439,7 +445,7 @@ class ConsoleApp(App[int]):
                 yes="Abort run",
                 variant="error",
             ),
-            lambda ok: ok and self.send("abort"),
+            lambda ok: ok and self.send(ControlCommand.ABORT),
         )
 
     def action_decide(self) -> None:
@@ -463,7 +469,7 @@ class ConsoleApp(App[int]):
                 no="Keep it",
                 variant="error",
             ),
-            lambda ok: ok and self.send("cancel_trial", trial),
+            lambda ok: ok and self.send(ControlCommand.CANCEL_TRIAL, trial),
         )
 
     def action_help(self) -> None:
@@ -505,7 +511,7 @@ class ConsoleApp(App[int]):
             return
 
         def answer(ok: bool) -> None:
-            if ok and self.send("stop"):
+            if ok and self.send(ControlCommand.STOP):
                 self.quit_after_run = True
 
         self.push_screen(
@@ -554,7 +560,7 @@ class ConsoleApp(App[int]):
         catch_up = self.replaying
         now = self.now()
         for a in changes:
-            if a.cleared is not None or a.severity != "error":
+            if a.cleared is not None or a.severity != AdvisorySeverity.ERROR:
                 self._advisory_notified.discard(a.key)
                 continue
             if a.key in self._advisory_notified:

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from tbconsole.control import ControlClient, ControlError, ControlInbox, RunControl
-from tbconsole.enums import TrialOutcome, TrialPhase
+from tbconsole.enums import FailureKind, TrialOutcome, TrialPhase
 from tbconsole.events import LogLine, TrialEnded
-from tbconsole.runner.outcomes import CANCELLED_BY_USER, TrialFailed
+from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import run_group
 
 from test_outcome_policy import context, ended, group, make_task, wait_until
@@ -79,7 +79,7 @@ async def test_a_cancelled_trial_stops_its_sandbox_and_raises_its_group(tmp_path
     ctx.control.cancel_trial(target)
     with pytest.raises(TrialFailed) as failure:
         await asyncio.wait_for(running, 120)
-    assert failure.value.trial == target and failure.value.exception_type == CANCELLED_BY_USER
+    assert failure.value.trial == target and failure.value.exception_type == FailureKind.CANCELLED_BY_USER
     assert pids_with(HANG) == [], "a cancelled group left its command running"
     [end] = ended(seen)  # the sibling was cancelled with the group: no trial.ended of its own
     assert (end.trial, end.outcome, end.scored, end.reward) == (target, TrialOutcome.CANCELLED, False, None)
@@ -99,7 +99,7 @@ async def test_a_queued_trial_is_cancelled_without_a_sandbox(tmp_path, sandbox_r
     ctx.control.cancel_trial(queued)
     with pytest.raises(TrialFailed) as failure:
         await asyncio.wait_for(running, 120)
-    assert failure.value.trial == queued and failure.value.exception_type == CANCELLED_BY_USER
+    assert failure.value.trial == queued and failure.value.exception_type == FailureKind.CANCELLED_BY_USER
     assert [e.trial for e in ended(seen)] == [queued]
     assert not any(e.kind == "trial.phase" and e.trial == queued and e.phase != TrialPhase.QUEUED for e in seen)
     assert pids_with(HANG) == []
@@ -219,7 +219,7 @@ async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, 
             await pilot.press("y")
             await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen), "the decision modal", 120)
             await wait_for(pilot, lambda: not stalled(), "the stalled advisories cleared with their group", 30)
-            assert app.screen.error.trial == target and app.screen.error.exception_type == CANCELLED_BY_USER
+            assert app.screen.error.trial == target and app.screen.error.exception_type == FailureKind.CANCELLED_BY_USER
             assert rang, "the bell did not ring for the decision"
             assert pids_with(HANG) == [], "the cancelled group left its command running"
             # Both show as cancelled: the one cancelled by hand and the sibling its group took along.

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tbconsole.enums import FailureKind
 from tbconsole.events import TrialEnded
 from tbconsole.proxy import read_capture
 from tbconsole.runner.health import GatewayWatch
-from tbconsole.runner.outcomes import GATEWAY_DOWN, MODEL_CALL_FAILED, NO_MODEL_CALL, TrialFailed
+from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, run_group
 from tbconsole.sandbox.namespace import BASE_PATH
 
@@ -156,7 +157,7 @@ async def test_an_unreachable_proxy_url_is_not_scored(tmp_path, sandbox_root):
     ctx.advertised_host = "127.0.0.2"  # loopback, but the proxy listens on 127.0.0.1 only
     with pytest.raises(TrialFailed) as failure:
         await asyncio.wait_for(run_group(ctx, group(task, size=1), sampling_client=None), 120)
-    assert failure.value.exception_type == NO_MODEL_CALL
+    assert failure.value.exception_type == FailureKind.NO_MODEL_CALL
     assert "no request reached the capture proxy" in failure.value.message
     assert scored(seen) == []
 
@@ -186,7 +187,7 @@ async def test_a_gateway_outage_mid_group_is_never_scored_and_a_retry_trains_a_f
                 assert time.monotonic() - cut_at < 60, "no decision asked within 60 s of the outage"
                 await asyncio.sleep(0.1)
             errors = [e for e in seen if e.kind == "error.raised"]
-            assert errors[0].exception_type in (GATEWAY_DOWN, MODEL_CALL_FAILED), errors[0]
+            assert errors[0].exception_type in (FailureKind.GATEWAY_DOWN, FailureKind.MODEL_CALL_FAILED), errors[0]
             assert scored(seen) == [], "a trial was scored against a dead gateway"
             relay.restore()
             ctx.control.decide("retry_group")

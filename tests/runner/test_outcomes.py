@@ -4,8 +4,9 @@ import math
 
 import pytest
 
+from tbconsole.enums import FailureKind
 from tbconsole.proxy import TrialStats
-from tbconsole.runner.outcomes import MODEL_CALL_FAILED, NO_MODEL_CALL, classify, infrastructure_failure
+from tbconsole.runner.outcomes import classify, infrastructure_failure
 
 
 @pytest.mark.parametrize(
@@ -65,13 +66,13 @@ def test_a_failed_model_call_makes_the_trial_an_infrastructure_failure():
     stats = TrialStats(requests=3, captured=2, sampler_failed=1, last_sampler_error="APIConnectionError: refused")
     outcome = infrastructure_failure(stats, calls_model=True)
     assert outcome is not None and not outcome.scored
-    assert outcome.exception_type == MODEL_CALL_FAILED and "APIConnectionError" in outcome.message
+    assert outcome.exception_type == FailureKind.MODEL_CALL_FAILED and "APIConnectionError" in outcome.message
     # Even for an agent the recipe does not point at the proxy: a failed call is never the policy's.
-    assert infrastructure_failure(stats, calls_model=False).exception_type == MODEL_CALL_FAILED
+    assert infrastructure_failure(stats, calls_model=False).exception_type == FailureKind.MODEL_CALL_FAILED
 
 
 def test_no_successful_model_call_is_an_infrastructure_failure_unless_the_window_refused_it():
-    assert infrastructure_failure(TrialStats(), calls_model=True).exception_type == NO_MODEL_CALL
+    assert infrastructure_failure(TrialStats(), calls_model=True).exception_type == FailureKind.NO_MODEL_CALL
     refused = TrialStats(requests=2, rejected=2)
     assert "2 refused as invalid" in infrastructure_failure(refused, calls_model=True).message
     assert infrastructure_failure(TrialStats(), calls_model=False) is None  # e.g. the oracle agent

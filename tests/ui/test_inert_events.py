@@ -20,8 +20,9 @@ import pytest
 from textual.strip import Strip
 
 from tbconsole import events as ev
+from tbconsole.enums import RunnerState
 from tbconsole.inert import CONTROL
-from tbconsole.lease import RunnerState, read_lease
+from tbconsole.lease import read_lease
 from tbconsole.runner.progress import ProgressLog
 from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures

@@ -14,7 +14,8 @@ import types
 import pytest
 
 from tbconsole.entry import attach
-from tbconsole.lease import Lease, LeaseView, RunnerState
+from tbconsole.enums import RunnerState
+from tbconsole.lease import Lease, LeaseView
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.present.wording import exit_summary, runner_notice

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.control import ControlClient, ControlError
-from tbconsole.enums import ControlState, RunStatus
+from tbconsole.enums import ControlCommand, ControlState, RunnerState, RunStatus
 from tbconsole.events import (
     EVENTS_FILE,
     BatchStarted,
@@ -43,7 +43,7 @@ from tbconsole.events import (
     decode,
     split_events,
 )
-from tbconsole.lease import LeaseView, RunnerState, read_lease
+from tbconsole.lease import LeaseView, read_lease
 from tbconsole.state import RunState, reduce
 from tbconsole.state.snapshot import Restored, encode, restore
 from tbconsole.state.snapshot import decode as decode_state
@@ -617,13 +617,13 @@ def allowed_commands(state: RunState, controls_available: bool) -> set[str]:
     ended = (RunStatus.DONE, RunStatus.FAILED)
     out: set[str] = set()
     if s == ControlState.RUNNING:
-        out.add("pause")
+        out.add(ControlCommand.PAUSE)
     if s in (ControlState.PAUSING, ControlState.PAUSED):
-        out.add("resume")
+        out.add(ControlCommand.RESUME)
     if s not in (ControlState.STOPPING, ControlState.ABORTING, *ended):
-        out.add("stop")
+        out.add(ControlCommand.STOP)
     if s not in (ControlState.ABORTING, *ended):
-        out.add("abort")
+        out.add(ControlCommand.ABORT)
     if state.pending_decision is not None:
-        out.add("decide")
+        out.add(ControlCommand.DECIDE)
     return out

@@ -16,9 +16,9 @@ import shlex
 from pathlib import Path
 from typing import NamedTuple
 
-from tbconsole.enums import AdvisorySeverity, ControlState, RunStatus, TrialPhase
-from tbconsole.lease import LeaseView, RunnerState
-from tbconsole.runlist import RunCondition, last_reward, run_condition, steps_trained
+from tbconsole.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
+from tbconsole.lease import LeaseView
+from tbconsole.runlist import last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
 from tbconsole.ui.present.sanitize import one_line

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from tbconsole.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
 from tbconsole.ui.present.sanitize import one_line
@@ -174,7 +175,7 @@ class AdvisoriesScreen(Screen):
     # -- rendering ------------------------------------------------------------------------
 
     def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:
-        if not self._ready or not (everything or "advisories" in changed or self._drawn is None):
+        if not self._ready or not (everything or PanelName.ADVISORIES in changed or self._drawn is None):
             return
         p = palette_of(self.app)
         width = self.options.content_size.width or (self.size.width - 4 if self.size.width else 116)

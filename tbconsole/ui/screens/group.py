@@ -12,6 +12,7 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from tbconsole.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import GroupCaptures
 from tbconsole.ui.data.tokenizer import load_decoder
@@ -129,7 +130,7 @@ class GroupScreen(Screen):
         return self.decoder.decode
 
     def show(self, state: RunState, now: float, changed: set[str], everything: bool = False) -> None:
-        if everything or "trials" in changed:
+        if everything or PanelName.TRIALS in changed:
             self.render_group()
 
     def on_second(self) -> None:

@@ -9,6 +9,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input
 
+from tbconsole.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.present.wording import runner_notice
 from tbconsole.ui.widgets.captures import CapturesPanel
@@ -20,7 +21,12 @@ from tbconsole.ui.widgets.replaybar import ReplayBar
 from tbconsole.ui.widgets.rewards import RewardsPanel
 from tbconsole.ui.widgets.trials import TrialsGrid
 
-PANELS = {"gateway": GatewayPanel, "captures": CapturesPanel, "rewards": RewardsPanel, "metrics": MetricsPanel}
+PANELS = {
+    PanelName.GATEWAY: GatewayPanel,
+    PanelName.CAPTURES: CapturesPanel,
+    PanelName.REWARDS: RewardsPanel,
+    PanelName.METRICS: MetricsPanel,
+}
 
 
 class MainScreen(Screen):
@@ -57,17 +63,17 @@ class MainScreen(Screen):
     ]
 
     def compose(self) -> ComposeResult:
-        yield RunHeader(id="header")
+        yield RunHeader(id=PanelName.HEADER)
         yield RunnerNotice(id="notice")
         yield AdvisoryStrip(id="advisory-strip")
         with VerticalScroll(id="body", can_focus=False):
             with Horizontal(id="top"):
-                yield GatewayPanel(id="gateway")
-                yield CapturesPanel(id="captures")
-            yield TrialsGrid(id="trials")
+                yield GatewayPanel(id=PanelName.GATEWAY)
+                yield CapturesPanel(id=PanelName.CAPTURES)
+            yield TrialsGrid(id=PanelName.TRIALS)
             with Horizontal(id="bottom"):
-                yield RewardsPanel(id="rewards")
-                yield MetricsPanel(id="metrics")
+                yield RewardsPanel(id=PanelName.REWARDS)
+                yield MetricsPanel(id=PanelName.METRICS)
         yield Input(
             placeholder="filter trials: task, outcome, phase, ok, fail, reward=1  (enter: apply, esc: clear)",
             id="filter",
@@ -93,7 +99,7 @@ class MainScreen(Screen):
         self.query_one(AdvisoryStrip).show(state, now)
         if runner is not None:
             self.query_one(RunnerNotice).show(runner_notice(state, runner, self.app.lease.log_path))
-        if everything or "trials" in changed:
+        if everything or PanelName.TRIALS in changed:
             self.grid.show(state, now)
         for name, cls in PANELS.items():
             if everything or name in changed:
@@ -130,7 +136,7 @@ class MainScreen(Screen):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.grid.filter = event.value.strip()
-            self.app.redraw("trials")
+            self.app.redraw(PanelName.TRIALS)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
@@ -145,7 +151,7 @@ class MainScreen(Screen):
             box.remove_class("-active")
             self.grid.filter = ""
             self.grid.focus()
-            self.app.redraw("trials")
+            self.app.redraw(PanelName.TRIALS)
 
     # -- advisories (v) and where their Enter lands ---------------------------------------------
 

@@ -11,8 +11,7 @@ from textual import events
 from textual.color import Color
 from textual.widgets import Static
 
-from tbconsole.enums import ControlState, RunStatus
-from tbconsole.runlist import RunCondition
+from tbconsole.enums import ControlState, RunCondition, RunStatus
 from tbconsole.state import RunState
 
 

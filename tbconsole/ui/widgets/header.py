@@ -8,7 +8,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tbconsole.lease import LeaseView, RunnerState
+from tbconsole.enums import PanelName, RunnerState
+from tbconsole.lease import LeaseView
 from tbconsole.state import RunState
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import (
@@ -38,7 +39,7 @@ class RunHeader(Static):
         self.tooltip = "\n".join(f"{name}: {text}" for name, text in HEADER_HELP.items())
 
     def on_resize(self) -> None:
-        self.app.redraw("header")
+        self.app.redraw(PanelName.HEADER)
 
     def show(self, state: RunState, now: float, mode: str = "", runner: LeaseView | None = None) -> None:
         p = palette_of(self.app)

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tbconsole.enums import PanelName
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.filters import trial_matches
 from tbconsole.ui.present.sanitize import one_line
@@ -123,7 +124,7 @@ class TrialsGrid(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._lines.clear()
-        self.app.redraw("trials")
+        self.app.redraw(PanelName.TRIALS)
 
     def on_focus(self) -> None:
         self._invalidate()
