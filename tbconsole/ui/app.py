@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -46,6 +46,7 @@ from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
+from tbconsole.ui.widgets.host import WidgetHost
 
 RUN_COMMANDS = {
     ControlCommand.PAUSE,
@@ -58,7 +59,7 @@ REPLAY_ACTIONS = {"replay_prev", "replay_next", "replay_first", "replay_last"}
 THEME_ALIASES = {"dark": DEFAULT_DARK, "light": DEFAULT_LIGHT}
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is declared there
     TITLE = "tbconsole"
     CSS = """
     Screen { background: $background; }

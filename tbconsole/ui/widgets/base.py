@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import RenderableType
 from rich.text import Text
-from textual import events
+from textual import events, getters
+from textual.app import App
 from textual.color import Color
 from textual.widgets import Static
 
 from tbconsole.enums import ControlState, RunCondition, RunStatus
 from tbconsole.state import RunState
+from tbconsole.ui.widgets.host import WidgetHost
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Palette:
     bar: str
 
     def state(self, status: str) -> str:
-        return {
+        colours: dict[str, str] = {  # keyed by str: a status from any of these enums, or another word
             ControlState.RUNNING: self.success,
             RunStatus.DONE: self.success,
             RunStatus.STOPPED: self.primary,
@@ -40,10 +43,11 @@ class Palette:
             RunStatus.ABORTED: self.error,
             RunStatus.FAILED: self.error,
             RunCondition.DEAD: self.error,
-        }.get(status, self.muted)
+        }
+        return colours.get(status, self.muted)
 
 
-def palette_of(app) -> Palette:
+def palette_of(app: App[Any]) -> Palette:
     theme = app.current_theme
     fg = Color.parse(theme.foreground or ("#E0E0E0" if theme.dark else "#202020"))
     bg = Color.parse(theme.background or ("#000000" if theme.dark else "#FFFFFF"))
@@ -78,7 +82,9 @@ class Panel(Static):
     TITLE = ""
     HELP = ""
 
-    def __init__(self, **kwargs) -> None:
+    app = getters.app(WidgetHost)
+
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.line_help: list[str | None] = []
         self._hovered: int | None = None

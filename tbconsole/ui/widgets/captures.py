@@ -20,7 +20,7 @@ class CapturesPanel(Panel):
     TITLE = "captures"
     HELP = COLUMNS_HELP
 
-    def render_state(self, state: RunState, now: float, p: Palette):
+    def render_state(self, state: RunState, now: float, p: Palette) -> Group:
         width = self.content_size.width or 60
         num_w = [5, 5, 6, 6, 5, 5]  # format_count's widest (COMPACT_WIDTH): no count is ever cut
         label_w = max(5, width - sum(num_w) - len(num_w))

@@ -12,6 +12,8 @@ an 80-column footer is a key nobody finds.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -37,7 +39,7 @@ def footer_width_class(width: int) -> str:
 
 
 class KeyFooter(Footer):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._composed: tuple | None = None  # the keys on show, as the screen's bindings gave them
         self._rebuilding = False

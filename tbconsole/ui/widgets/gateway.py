@@ -17,7 +17,7 @@ class GatewayPanel(Panel):
     TITLE = "gateway"
     HELP = "The Tinker-compatible gateway the run trains and samples through. Hover a line for its meaning."
 
-    def render_state(self, state: RunState, now: float, p: Palette):
+    def render_state(self, state: RunState, now: float, p: Palette) -> Group:
         g = state.gateway
         width = max(20, self.content_size.width or 40)
         lines: list[Text] = []

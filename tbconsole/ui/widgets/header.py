@@ -5,7 +5,10 @@ severity and the newest one), shown only while there is something to say."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
+from textual import getters
 from textual.widgets import Static
 
 from tbconsole.enums import PanelName, RunnerState
@@ -28,12 +31,15 @@ from tbconsole.ui.present.wording import (
     status_label,
 )
 from tbconsole.ui.widgets.base import Palette, palette_of
+from tbconsole.ui.widgets.host import WidgetHost
 
 
 class RunHeader(Static):
     DEFAULT_CSS = """
     RunHeader { height: 1; background: $panel; color: $foreground; padding: 0 1; }
     """
+
+    app = getters.app(WidgetHost)
 
     def on_mount(self) -> None:
         self.tooltip = "\n".join(f"{name}: {text}" for name, text in HEADER_HELP.items())
@@ -85,7 +91,7 @@ class RunnerNotice(Static):
     RunnerNotice.-shown { display: block; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._notice: str | None = None
 
@@ -111,7 +117,7 @@ class AdvisoryStrip(Static):
     AdvisoryStrip.-shown { display: block; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._shown: tuple | None = None
 

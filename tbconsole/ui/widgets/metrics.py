@@ -17,7 +17,7 @@ class MetricsPanel(Panel):
     TITLE = "PPO metrics"
     HELP = "The training metrics of each step (metrics.jsonl): latest value and trend. Hover a row for its meaning."
 
-    def render_state(self, state: RunState, now: float, p: Palette):
+    def render_state(self, state: RunState, now: float, p: Palette) -> Group:
         width = max(20, self.content_size.width or 50)
         spark_w = max(4, width - 22)
         lines = []

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
+from typing import Protocol
+
 from rich.text import Text
-from textual import events
+from textual import events, getters
 from textual.widgets import Static
 
+from tbconsole.state import RunState
 from tbconsole.ui.present.wording import format_count
 from tbconsole.ui.widgets.base import palette_of
+from tbconsole.ui.widgets.host import WidgetHost
 
 
-def where_text(replay) -> str:
+class ReplayView(Protocol):
+    """What the bar reads of a replay (``Replay`` or ``FileReplay``: data access, which widgets
+    may not import)."""
+
+    @property
+    def state(self) -> RunState: ...
+    @property
+    def marks(self) -> list[int]: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def events(self) -> Sized: ...
+
+
+def where_text(replay: ReplayView) -> str:
     """The step the view is at, among the steps the run sampled, both counted from 0 as everywhere
     (`step 4 of 0–4`: a count of batches, `5/5`, read beside `4/20 trained` as a contradiction)."""
     step = replay.state.step
@@ -23,7 +42,9 @@ class ReplayBar(Static):
     ReplayBar { height: 1; background: $panel; padding: 0 1; }
     """
 
-    def show(self, replay) -> None:
+    app = getters.app(WidgetHost)
+
+    def show(self, replay: ReplayView) -> None:
         p = palette_of(self.app)
         width = self._bar_width()
         frac = replay.position / max(1, len(replay.events))

@@ -40,7 +40,7 @@ class RewardsPanel(Panel):
         "mean, the last step's mean, solved/scored."
     )
 
-    def render_state(self, state: RunState, now: float, p: Palette):
+    def render_state(self, state: RunState, now: float, p: Palette) -> Group:
         width = max(20, (self.content_size.width or 50))
         height = max(3, self.content_size.height or 10)
         step, rewards = state.histogram_rewards()
@@ -96,12 +96,12 @@ class RewardsPanel(Panel):
             by_family = len(members) < len(state.task_stats)
             every = family_stats(list(state.task_stats.values())) if by_family else list(state.task_stats.values())
             stats = sorted(every, key=lambda s: (-(s.last_step or -1), s.task))[: room - 1]
-            head = ["n", "mean", "last", "solved"]
+            titles = ["n", "mean", "last", "solved"]
             rows = [[format_count(s.trials), _f(s.mean), _f(s.last_mean), solved_text(s)] for s in stats]
-            num_w = fit_widths([head, *rows], [4, 5, 5, 6])
+            num_w = fit_widths([titles, *rows], [4, 5, 5, 6])
             widths = [max(6, width - sum(num_w) - 4), *num_w]
             right = {1, 2, 3, 4}
-            parts.append(columns(["family" if by_family else "task", *head], widths, right, style=f"bold {p.muted}"))
+            parts.append(columns(["family" if by_family else "task", *titles], widths, right, style=f"bold {p.muted}"))
             for s, cells in zip(stats, rows, strict=True):
                 name = one_line(s.task, 40) + (f" ×{members[s.task]}" if by_family and members[s.task] > 1 else "")
                 parts.append(columns([name, *cells], widths, right))

@@ -21,7 +21,7 @@ from rich.rule import Rule
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -295,7 +295,7 @@ class TranscriptView(ScrollView, can_focus=True):
             self._base = base
             self._drop_strips()
 
-    def render_lines(self, crop):
+    def render_lines(self, crop: Region) -> list[Strip]:
         self._check_base()
         return super().render_lines(crop)
 

@@ -9,10 +9,12 @@ cursor, clicks."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
-from textual import events
+from textual import events, getters
 from textual.binding import Binding
 from textual.color import Color
 from textual.geometry import Region, Size
@@ -25,6 +27,7 @@ from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.filters import trial_matches
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, palette_of
+from tbconsole.ui.widgets.host import WidgetHost
 from tbconsole.ui.widgets.trialcells import (
     CELL_PADDING,
     cell_text,
@@ -36,6 +39,9 @@ from tbconsole.ui.widgets.trialcells import (
     heldout_label,
     row_text,
 )
+
+# One row to draw: its key, its label at a width, its trials (None: an empty cell).
+_Entry = tuple[str, Callable[[int], Text], list[TrialState | None]]
 
 
 class _Row:
@@ -82,6 +88,8 @@ class TrialsGrid(ScrollView, can_focus=True):
         Binding("end", "last_row", "Last row", show=False),
     ]
 
+    app = getters.app(WidgetHost)
+
     class TrialSelected(Message):
         """Enter (or a click on the cursor's cell) on a trial."""
 
@@ -90,7 +98,7 @@ class TrialsGrid(ScrollView, can_focus=True):
             self.grid = grid
             self.trial = trial
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.filter = ""
         self.step: int | None = None
@@ -177,9 +185,9 @@ class TrialsGrid(ScrollView, can_focus=True):
         for index, (_, make_label, trials) in enumerate(visible):
             row = self._rows[index]
             label = make_label(label_w)
-            key = (label.plain, len(label.spans), str(label.spans[-1].style) if label.spans else "")
-            if self._shown.get(row.key) != key:
-                self._shown[row.key] = key
+            label_key = (label.plain, len(label.spans), str(label.spans[-1].style) if label.spans else "")
+            if self._shown.get(row.key) != label_key:
+                self._shown[row.key] = label_key
                 row.label = label
                 self._changed(index)
             for t in trials:
@@ -195,11 +203,11 @@ class TrialsGrid(ScrollView, can_focus=True):
                     row.cells[where[1] - 1] = cell
                     self._changed(index)
 
-    def _entries(self, state: RunState, p: Palette) -> list[tuple[str, Callable[[int], Text], list]]:
+    def _entries(self, state: RunState, p: Palette) -> list[_Entry]:
         """The rows to draw, as (key, label of a width, trials): the current batch's groups, then
         the held-out section (a heading, then its groups), each group kept when the filter
         matches one of its trials."""
-        out: list[tuple[str, Callable[[int], Text], list]] = []
+        out: list[_Entry] = []
 
         def matches(trials: list[TrialState | None]) -> bool:
             return not self.filter or any(t is not None and trial_matches(t, self.filter) for t in trials)
@@ -207,15 +215,15 @@ class TrialsGrid(ScrollView, can_focus=True):
         for g in state.batch_groups():
             trials = [state.trials.get(t) for t in g.trials]
             if matches(trials):
-                out.append((f"g{g.group}", lambda width, g=g: group_label(g, state, width, p), trials))
+                out.append((f"g{g.group}", partial(group_label, g, state, p=p), trials))
         ev = state.heldout_shown()
         if ev is None:
             return out
-        held = []
+        held: list[_Entry] = []
         for g in ev.ordered_groups():
             trials = [ev.trial_states.get(t) for t in g.trials]
             if matches(trials):
-                held.append((f"h{g.group}", lambda width, g=g: heldout_label(g, width, p), trials))
+                held.append((f"h{g.group}", partial(heldout_label, g, p=p), trials))
         if held:
             out.append(("heldout", lambda width: heldout_heading(ev, width, p), []))
             out.extend(held)
@@ -227,7 +235,7 @@ class TrialsGrid(ScrollView, can_focus=True):
             text = Text(text.plain, style=p.muted)
         return text
 
-    def _rebuild(self, now, visible, size, label_w, cell_w, p) -> None:
+    def _rebuild(self, now: float, visible: list[_Entry], size: int, label_w: int, cell_w: int, p: Palette) -> None:
         self._rows = []
         self._where.clear()
         self._shown.clear()
