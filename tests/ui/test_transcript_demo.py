@@ -2,15 +2,22 @@
 through the capture proxy): live, a reply shows before its trial ends; replayed, a finished
 trial shows its turns, the verifier and the agent's log from Harbor's files."""
 
+import contextlib
+import os
+
 import pytest
 
+from tbconsole.control import ControlClient
 from tbconsole.entry.attach import attach_app
 from tbconsole.entry.bench_ui.console import start_demo, stop_runner
+from tbconsole.enums import ControlCommand
+from tbconsole.runner.demo import MULTI_TURN_FLAG
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay, read_all
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
 from conftest import wait_for
+from tests_support import wait_until
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -31,7 +38,10 @@ def replies(screen) -> list[str]:
 @pytest.mark.timeout(1200)
 async def test_a_live_transcript_shows_a_reply_before_its_trial_ends(tmp_path):
     log = tmp_path / "run"
-    pid = start_demo(log, 1)  # returns once a batch is in flight
+    # One small batch, straight away (no held-out evaluation first, no KL reference to load), of
+    # the multi-turn demo: a trial's first reply is there while its second turn is still to come.
+    small = ("config.eval_every=0", "config.kl_penalty_coef=0", "config.dataset_builder.groups_per_batch=1")
+    pid = start_demo(log, 1, MULTI_TURN_FLAG, *small)  # returns once a batch is in flight
     try:
         app = attach_app(log, None)
         async with app.run_test(size=(120, 36)) as pilot:
@@ -48,6 +58,10 @@ async def test_a_live_transcript_shows_a_reply_before_its_trial_ends(tmp_path):
             await wait_for(pilot, lambda: t().done, timeout=600, step=0.5)
             await wait_for(pilot, lambda: "verifier" in screen.blocks, timeout=10)
     finally:
+        # seen what it came for: abort (a stop would train the batch first), then make sure
+        ControlClient(log).send(ControlCommand.ABORT)
+        with contextlib.suppress(AssertionError):  # not gone in time: stop_runner's signals follow
+            wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 60, lambda: "the runner outlived its abort")
         stop_runner(pid)
 
 

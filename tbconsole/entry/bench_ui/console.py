@@ -50,7 +50,9 @@ from typing import NamedTuple
 from rich.cells import cell_len, get_character_cell_size
 
 from tbconsole.bench import attach_on_pty
+from tbconsole.procgroup import kill_group
 from tbconsole.runfolder import RunFolder
+from tbconsole.stats import percentile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,7 +136,7 @@ async def _feed(events, chunk: int) -> dict:
             rss_before=rss_before,
             rss_after=rss_mb(),
             lag_max=max(lags) if lags else 0.0,
-            lag_p99=sorted(lags)[int(len(lags) * 0.99)] if lags else 0.0,
+            lag_p99=percentile(lags, 99, "floor") if lags else 0.0,
             ticks=app.ticks,
             trials=len(app.state.trials),
             steps=app.state.step,
@@ -175,7 +177,7 @@ def _first_frame(log_path: Path, args: tuple[str, ...] = ()) -> FirstFrame:
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 break
             if time.perf_counter() > deadline:
-                proc.kill()
+                kill_group(proc.pid)  # the console leads its own session: it and anything it started
     finally:
         os.close(master)
     return FirstFrame(time.perf_counter() - t0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
@@ -381,7 +383,7 @@ class AttachedConsole:
         while self.proc.poll() is None and time.perf_counter() < deadline:
             self.read(0.1)
         if self.proc.poll() is None:
-            self.proc.kill()
+            kill_group(self.proc.pid)  # the console leads its own session: it and anything it started
             self.proc.wait()
         os.close(self.master)
 
@@ -417,13 +419,16 @@ def press_keys(
     return times
 
 
-def start_demo(log_path: Path, steps: int) -> int:
-    """`tbconsole demo --detach` into ``log_path``; the runner's pid once a batch is in flight."""
+def start_demo(log_path: Path, steps: int, *options: str) -> int:
+    """`tbconsole demo --detach` into ``log_path`` (``options``: more of the recipe's, e.g.
+    ``config.eval_every=0``); the runner's pid once a batch is in flight."""
     from tbconsole.events import BatchStarted, read_events
     from tbconsole.lease import read_lease
 
     command = [sys.executable, "-m", "tbconsole", "demo", "--detach", f"config.log_path={log_path}"]
-    started = subprocess.run([*command, f"config.max_steps={steps}"], capture_output=True, text=True, timeout=600)
+    started = subprocess.run(
+        [*command, f"config.max_steps={steps}", *options], capture_output=True, text=True, timeout=600
+    )
     pid = read_lease(log_path).pid
     if started.returncode != 0 or pid is None:
         if pid is not None:
@@ -450,11 +455,11 @@ def _alive(pid: int) -> bool:
 def stop_runner(pid: int) -> None:
     """SIGTERM (stop after the batch); again after 15 s (abort); SIGKILL to its process group at 75 s."""
     for signum, wait_s in ((signal.SIGTERM, 15), (signal.SIGTERM, 60), (signal.SIGKILL, 10)):
-        with contextlib.suppress(ProcessLookupError):
-            if signum == signal.SIGKILL:
-                os.killpg(pid, signum)  # a detached runner leads its own session
-            else:
-                os.kill(pid, signum)
+        if signum == signal.SIGKILL:
+            kill_group(pid)  # a detached runner leads its own session
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)  # the runner alone: it stops its own children
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if not _alive(pid):
@@ -463,8 +468,8 @@ def stop_runner(pid: int) -> None:
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 2], ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], ordered[-1]
+    """p50, p95 and the worst (floor ranks: the p50 is the upper middle sample)."""
+    return percentile(samples, 50, "floor"), percentile(samples, 95, "floor"), max(samples)
 
 
 def _ms(samples: list[float | None]) -> str:
