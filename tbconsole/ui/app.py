@@ -25,6 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from textual.app import SystemCommand
@@ -37,16 +38,25 @@ from tbconsole.enums import AdvisorySeverity, ControlCommand, ControlState, Pane
 from tbconsole.lease import LeaseView
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
-from tbconsole.ui.data.source import FileReplay, LeaseWatch, NoControls, Replay, allowed_commands
+from tbconsole.ui.data.source import (
+    Controls,
+    EventSource,
+    FileReplay,
+    LeaseWatch,
+    NoControls,
+    Replay,
+    TailSource,
+    allowed_commands,
+)
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import ADVISORY_FRESH_S, runner_over
 from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.decision import DecisionScreen
 from tbconsole.ui.screens.help import HelpScreen
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
-from tbconsole.ui.widgets.host import WidgetHost
 
 RUN_COMMANDS = {
     ControlCommand.PAUSE,
@@ -59,7 +69,7 @@ REPLAY_ACTIONS = {"replay_prev", "replay_next", "replay_first", "replay_last"}
 THEME_ALIASES = {"dark": DEFAULT_DARK, "light": DEFAULT_LIGHT}
 
 
-class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is declared there
+class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask of it is declared there
     TITLE = "tbconsole"
     CSS = """
     Screen { background: $background; }
@@ -84,10 +94,10 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
     def __init__(
         self,
         *,
-        source=None,
-        controls=None,
+        source: EventSource | None = None,
+        controls: Controls | None = None,
         replay: Replay | FileReplay | None = None,
-        replay_path=None,
+        replay_path: Path | None = None,
         theme: str | None = None,
         clock: Callable[[], float] | None = None,
         mode: str = "live",
@@ -97,7 +107,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
         on_first_frame: Callable[[], None] | None = None,
         lease: LeaseWatch | None = None,
         label: str | None = None,
-    ):
+    ) -> None:
         super().__init__()
         self._label = label  # what the header calls the mode, when not the mode's own name
         self.state = RunState()
@@ -212,6 +222,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
         from tbconsole.ui.data.source import index_steps, restore_file
 
         path = self.replay_path
+        assert path is not None  # on_mount starts this worker only for a run's file
         try:
             state, end = restore_file(path)
             self.call_from_thread(self._replay_state, state)
@@ -240,7 +251,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
         """The attached run's state so far, built off the UI thread (a snapshot and the events
         after it: milliseconds; a long run read from its start: seconds) and handed over whole;
         then the source follows the file from where it stopped."""
-        assert self.source is not None
+        assert isinstance(self.source, TailSource)  # on_mount starts this only for a source that catches up
         try:
             state = self.source.catch_up()
         except OSError as exc:
@@ -250,6 +261,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
 
     def _caught_up(self, state: RunState) -> None:
         self.state = state
+        assert self.source is not None  # the one that caught up
         self.source.start(self.inbox)
         self.redraw()
         self.refresh_bindings()
@@ -413,6 +425,15 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
         self.notify(f"{command}{' ' + argument if argument else ''} sent ({self.controls.where})", timeout=2)
         return True
 
+    def _send_if_yes(self, command: str, argument: str | None = None) -> Callable[[bool | None], None]:
+        """A ``ConfirmScreen``'s callback: send ``command`` when the answer is yes."""
+
+        def answer(ok: bool | None) -> None:
+            if ok:
+                self.send(command, argument)
+
+        return answer
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in RUN_COMMANDS:
             return action in allowed_commands(self.state, self.controllable)
@@ -435,7 +456,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
                 "a checkpoint is saved, and the run exits.",
                 yes="Stop run",
             ),
-            lambda ok: ok and self.send(ControlCommand.STOP),
+            self._send_if_yes(ControlCommand.STOP),
         )
 
     def action_abort(self) -> None:
@@ -446,7 +467,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
                 yes="Abort run",
                 variant="error",
             ),
-            lambda ok: ok and self.send(ControlCommand.ABORT),
+            self._send_if_yes(ControlCommand.ABORT),
         )
 
     def action_decide(self) -> None:
@@ -470,7 +491,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
                 no="Keep it",
                 variant="error",
             ),
-            lambda ok: ok and self.send(ControlCommand.CANCEL_TRIAL, trial),
+            self._send_if_yes(ControlCommand.CANCEL_TRIAL, trial),
         )
 
     def action_help(self) -> None:
@@ -511,7 +532,7 @@ class ConsoleApp(WidgetHost):  # an App[int]: what the widgets ask of it is decl
             self.notify("quitting when the run has ended")
             return
 
-        def answer(ok: bool) -> None:
+        def answer(ok: bool | None) -> None:
             if ok and self.send(ControlCommand.STOP):
                 self.quit_after_run = True
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 from tbconsole.enums import RunStatus
 from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, RunEnded
@@ -37,7 +38,7 @@ class BellInbox(Inbox):
         super().put(event)
         self._note(event)
 
-    def put_many(self, events) -> None:
+    def put_many(self, events: Iterable[Event]) -> None:
         for event in events:
             self.put(event)
 

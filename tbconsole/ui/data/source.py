@@ -26,11 +26,11 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.control import ControlClient, ControlError
+from tbconsole.control import ControlClient, ControlError, RunControl
 from tbconsole.enums import ControlCommand, ControlState, RunnerState, RunStatus
 from tbconsole.events import (
     EVENTS_FILE,
@@ -43,6 +43,7 @@ from tbconsole.events import (
     decode,
     split_events,
 )
+from tbconsole.jsonl import whole_lines
 from tbconsole.lease import LeaseView, read_lease
 from tbconsole.state import RunState, reduce
 from tbconsole.state.snapshot import Restored, encode, restore
@@ -60,7 +61,7 @@ class Inbox:
         self._queue.append(event)
         self.received += 1
 
-    def put_many(self, events) -> None:
+    def put_many(self, events: Iterable[Event]) -> None:
         for event in events:
             self._queue.append(event)
             self.received += 1
@@ -201,6 +202,10 @@ class TailSource:
                     self._stop.wait(self.poll_s)
         finally:
             self.reader.close()
+
+
+# What the app takes its events from: a run in this process, a fixed list, a run's events file.
+EventSource = BusSource | ListSource | TailSource
 
 
 class LeaseWatch:
@@ -392,15 +397,9 @@ def index_steps(path: Path, end: int, chunk: int = INDEX_CHUNK) -> StepIndex:
     lines = offset = 0
     with open(path, "rb") as handle:
         while offset < end:
-            data = handle.read(min(chunk, end - offset))
-            cut = data.rfind(b"\n") + 1
-            if not cut:
-                if len(data) < min(chunk, end - offset):
-                    break  # the file ends in a line without its newline
-                chunk *= 2  # one line longer than a chunk: read it whole
-                handle.seek(offset)
-                continue
-            data = data[:cut]
+            data, _ = whole_lines(handle, offset, chunk, end)  # a line longer than a chunk: read whole
+            if not data:
+                break  # the file ends in a line without its newline
             counted = 0
             for at, step in _line_starts(data):
                 lines += data.count(b"\n", counted, at)
@@ -410,8 +409,7 @@ def index_steps(path: Path, end: int, chunk: int = INDEX_CHUNK) -> StepIndex:
                     marks.append(lines)
                     offsets.append(offset + at)
             lines += data.count(b"\n", counted)
-            offset += cut
-            handle.seek(offset)
+            offset += len(data)
     return StepIndex(marks, offsets, lines, offset)
 
 
@@ -570,7 +568,7 @@ class LocalControls:
     available = True
     where = "in-process"
 
-    def __init__(self, control, loop: asyncio.AbstractEventLoop | None = None):
+    def __init__(self, control: RunControl, loop: asyncio.AbstractEventLoop | None = None):
         self.control = control
         self.loop = loop
 
@@ -607,6 +605,10 @@ class FileControls:
 
     def send(self, command: str, argument: str | None = None) -> None:
         self.client.send(command, argument)
+
+
+# Where the app's commands go: nowhere (a replay), a run in this process, another process's run.
+Controls = NoControls | LocalControls | FileControls
 
 
 def allowed_commands(state: RunState, controls_available: bool) -> set[str]:

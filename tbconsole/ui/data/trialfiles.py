@@ -22,7 +22,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tbconsole.ui.present.trial_outputs import AtifStep, TrialFiles
 
@@ -30,7 +30,7 @@ MAX_FILE = 2 << 20  # bytes read from any one file
 AGENT_LOG_TAIL = 32 << 10  # bytes shown of each agent log: its end says how the agent stopped
 
 
-def _open_file(path: Path):
+def _open_file(path: Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file. Not blocking: the agent's folder is
     bound into its sandbox while it runs, so it may hold a FIFO that no one writes to."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -33,6 +34,7 @@ from tbconsole.ui.present.wording import (
     severity_mark,
     sorted_active,
 )
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.widgets.base import Palette, columns, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
@@ -123,7 +125,7 @@ def title_text(state: RunState, p: Palette, replay: bool) -> Text:
     return t
 
 
-class AdvisoriesScreen(Screen):
+class AdvisoriesScreen(Screen[None]):
     """Built once and kept by the app: each time it opens it shows the advisories as they stand."""
 
     DEFAULT_CSS = """
@@ -137,6 +139,8 @@ class AdvisoriesScreen(Screen):
         Binding("enter", "jump", "Jump to it", priority=True),  # before the list's own enter
         Binding("x", "cancel_trial", "Cancel its trial"),
     ]
+
+    app = getters.app(ConsoleHost)
 
     def __init__(self) -> None:
         super().__init__()
@@ -170,7 +174,7 @@ class AdvisoriesScreen(Screen):
 
     def on_second(self) -> None:
         """Called once a second by the app: the ages move on."""
-        self.show(self.app.state, self.app.now(), {"advisories"})
+        self.show(self.app.state, self.app.now(), {PanelName.ADVISORIES})
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -242,7 +246,7 @@ class AdvisoriesScreen(Screen):
         if a is not None and a.trial and self.check_action("cancel_trial", ()):
             self.app.confirm_cancel_trial(a.trial)
 
-    def check_action(self, action: str, parameters) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_trial":
             a = self.selected()
             return self.app.can_cancel_trial(a.trial if a is not None else None)

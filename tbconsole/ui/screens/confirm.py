@@ -7,6 +7,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+from textual.widgets.button import ButtonVariant
 
 from tbconsole.ui.present.sanitize import text
 
@@ -28,7 +29,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     AUTO_FOCUS = "#no"
 
-    def __init__(self, question: str, yes: str = "Yes", no: str = "Cancel", variant: str = "warning"):
+    def __init__(self, question: str, yes: str = "Yes", no: str = "Cancel", variant: ButtonVariant = "warning"):
         super().__init__()
         self.question = question
         self.yes = yes

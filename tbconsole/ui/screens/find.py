@@ -5,6 +5,7 @@ one. The search reads capture files off the UI thread (``tbconsole.ui.data.captu
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events, getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -14,6 +15,7 @@ from textual.widgets.option_list import Option
 from tbconsole.ui.data.captures import search_run
 from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.present.transcript_search import Match, SearchResult, trials_to_search
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 
@@ -33,7 +35,7 @@ def match_line(m: Match, p: Palette, width: int) -> Text:
     return out
 
 
-class FindScreen(Screen):
+class FindScreen(Screen[None]):
     DEFAULT_CSS = """
     FindScreen #fhead { height: 1; background: $panel; padding: 0 1; }
     FindScreen #fquery { margin: 0 0; border: round $accent; }
@@ -46,6 +48,8 @@ class FindScreen(Screen):
         Binding("ctrl+r", "toggle_regex", "Regex on/off"),
         Binding("ctrl+t", "toggle_scope", "Step / all steps"),
     ]
+
+    app = getters.app(ConsoleHost)
 
     def __init__(self, query: str = "", *, regex: bool = False, all_steps: bool = False):
         super().__init__()
@@ -163,7 +167,7 @@ class FindScreen(Screen):
         if m is not None:
             self.app.open_transcript(m.trial.trial)
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         # ↓ from the query goes to the results; ↑ from the first result back to the query.
         box = self.query_one("#fquery", Input)
         if event.key == "down" and box.has_focus and self.results.option_count:

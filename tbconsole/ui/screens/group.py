@@ -6,6 +6,7 @@ Enter opens the cursor column's transcript. Live: capture files are read as they
 from __future__ import annotations
 
 from rich.text import Text
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.coordinate import Coordinate
@@ -16,10 +17,11 @@ from tbconsole.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import GroupCaptures
 from tbconsole.ui.data.tokenizer import load_decoder
-from tbconsole.ui.present.group_compare import Action, GroupComparison, TrialColumn, compare_group
+from tbconsole.ui.present.group_compare import Action, Decode, GroupComparison, TrialColumn, compare_group
 from tbconsole.ui.present.sanitize import one_line, text
 from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.wording import format_count, format_reward
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 
@@ -74,7 +76,7 @@ def action_cell(action: Action | None, width: int, p: Palette, *, same: bool, di
     return out
 
 
-class GroupScreen(Screen):
+class GroupScreen(Screen[None]):
     DEFAULT_CSS = """
     GroupScreen #ghead { height: auto; max-height: 5; background: $panel; padding: 0 1; }
     GroupScreen #gtable { height: 1fr; }
@@ -86,6 +88,8 @@ class GroupScreen(Screen):
         Binding("escape", "back", "Back"),
         Binding("enter", "open", "Open trial"),
     ]
+
+    app = getters.app(ConsoleHost)
 
     def __init__(self, step: int, group: int, trial: str | None = None):
         super().__init__()
@@ -124,7 +128,7 @@ class GroupScreen(Screen):
 
     # -- feeding it ------------------------------------------------------------------------
 
-    def _decoder(self):
+    def _decoder(self) -> Decode:
         if self.decoder is None:
             self.decoder = load_decoder(self.app.state.model_name)
         return self.decoder.decode
@@ -229,8 +233,8 @@ class GroupScreen(Screen):
         for c in cmp.columns:
             label = Text(f"trial {c.index + 1}", style="bold")
             table.add_column(label, width=width, key=c.trial)
-        for row in SUMMARY_ROWS:
-            table.add_row(*(summary_cell(row, c, p) for c in cmp.columns), label=Text(row, style=p.muted), key=row)
+        for name in SUMMARY_ROWS:
+            table.add_row(*(summary_cell(name, c, p) for c in cmp.columns), label=Text(name, style=p.muted), key=name)
         for i in range(cmp.depth):
             diverges = i == cmp.divergence
             same = cmp.divergence is not None and i < cmp.divergence

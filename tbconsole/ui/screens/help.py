@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from functools import lru_cache
+from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -74,7 +75,7 @@ class HelpTable(Widget):
 
     DEFAULT_CSS = "HelpTable { height: auto; }"
 
-    def __init__(self, title: str, rows: list[tuple[str, str]], **kwargs) -> None:
+    def __init__(self, title: str, rows: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.title = title
         self.rows = tuple(rows)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Log
 
+from tbconsole.formatting import format_clock
 from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.screens.host import ConsoleHost
 
 
 class LogScreen(ModalScreen[None]):
@@ -20,6 +21,8 @@ class LogScreen(ModalScreen[None]):
     LogScreen Log { width: 96%; height: 90%; border: thick $primary; background: $surface; }
     """
     BINDINGS = [Binding("escape,l,q", "close", "Close")]
+
+    app = getters.app(ConsoleHost)
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,7 +41,7 @@ class LogScreen(ModalScreen[None]):
             self._shown = lines
             log.clear()
             for ts, level, message in lines:
-                stamp = time.strftime("%H:%M:%S", time.gmtime(ts)) if ts else "--:--:--"
+                stamp = format_clock(ts) if ts else "--:--:--"
                 log.write_line(f"{stamp} {level:<5} {one_line(message, 500)}")
         log.scroll_end(animate=False)
 

@@ -3,6 +3,7 @@ grid, rewards, PPO metrics."""
 
 from __future__ import annotations
 
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -12,6 +13,7 @@ from textual.widgets import Input
 from tbconsole.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.present.wording import runner_notice
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.captures import CapturesPanel
 from tbconsole.ui.widgets.footer import KeyFooter
 from tbconsole.ui.widgets.gateway import GatewayPanel
@@ -29,7 +31,7 @@ PANELS = {
 }
 
 
-class MainScreen(Screen):
+class MainScreen(Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     DEFAULT_CSS = """
@@ -61,6 +63,8 @@ class MainScreen(Screen):
         Binding("w", "timeline", "Timeline"),
         Binding("x", "cancel_trial", "Cancel trial", show=False),
     ]
+
+    app = getters.app(ConsoleHost)
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id=PanelName.HEADER)
@@ -98,14 +102,17 @@ class MainScreen(Screen):
         self.query_one(RunHeader).show(state, now, self.app.mode_label, runner)
         self.query_one(AdvisoryStrip).show(state, now)
         if runner is not None:
-            self.query_one(RunnerNotice).show(runner_notice(state, runner, self.app.lease.log_path))
+            lease = self.app.lease
+            assert lease is not None  # the runner is the read of the lease the app watches
+            self.query_one(RunnerNotice).show(runner_notice(state, runner, lease.log_path))
         if everything or PanelName.TRIALS in changed:
             self.grid.show(state, now)
         for name, cls in PANELS.items():
             if everything or name in changed:
                 self.query_one(f"#{name}", cls).show(state, now)
-        if getattr(self.app, "replay", None) is not None:
-            self.query_one(ReplayBar).show(self.app.replay)
+        replay = self.app.replay
+        if replay is not None:
+            self.query_one(ReplayBar).show(replay)
 
     # -- drill-down and filter --------------------------------------------------------------
 
@@ -172,7 +179,7 @@ class MainScreen(Screen):
         if trial is not None and self.check_action("cancel_trial", ()):
             self.app.confirm_cancel_trial(trial)
 
-    def check_action(self, action: str, parameters) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":
             return bool(self.grid.filter) or self.query_one("#filter", Input).has_class("-active")
         if action == "cancel_trial":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import getters, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -25,6 +25,7 @@ from tbconsole.timeline import Span, StepTimeline, TrialRow
 from tbconsole.ui.data.timeline import StepTimelines, timeline_files
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import PHASE_LABELS, TIMELINE_HELP, format_duration
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 
@@ -222,12 +223,12 @@ def rows_text(tl: StepTimeline, width: int, p: Palette) -> tuple[Text, Axis, int
     if tl.training:
         source = " training, from the cookbook's timing spans " if tl.from_spans else " training, from events "
         out.append(("──" + source).ljust(width - 1, "─") + "\n", style=p.muted)
-        for row in tl.training:
-            label = Text(row.label, style="bold", no_wrap=True, overflow="ellipsis", end="")
+        for training in tl.training:
+            label = Text(training.label, style="bold", no_wrap=True, overflow="ellipsis", end="")
             label.truncate(label_w - 1, overflow="ellipsis", pad=True)
             label.append(" ")
             out.append_text(label)
-            out.append_text(bar(row.spans, axis, p))
+            out.append_text(bar(training.spans, axis, p))
             out.append("\n")
     out.rstrip()
     return out, axis, label_w
@@ -236,7 +237,7 @@ def rows_text(tl: StepTimeline, width: int, p: Palette) -> tuple[Text, Axis, int
 # -- the screen ----------------------------------------------------------------------------------
 
 
-class TimelineScreen(Screen):
+class TimelineScreen(Screen[None]):
     DEFAULT_CSS = """
     TimelineScreen #whead { height: auto; max-height: 3; background: $panel; padding: 0 1; }
     TimelineScreen #waxis { height: 2; padding: 0 1; }
@@ -249,6 +250,8 @@ class TimelineScreen(Screen):
         Binding("right_square_bracket", "step(1)", "step ▶"),
     ]
 
+    app = getters.app(ConsoleHost)
+
     def __init__(self, step: int | None, events: Path, spans: Path | None = None):
         super().__init__()
         self.step = step
@@ -259,7 +262,7 @@ class TimelineScreen(Screen):
         self._again = False
 
     @classmethod
-    def for_run(cls, app) -> TimelineScreen | None:
+    def for_run(cls, app: ConsoleHost) -> TimelineScreen | None:
         """The screen for the step the app shows (the current one, or the one being replayed),
         reading the run's folder: that of the events file the app replays or follows, else the
         run's own ``log_path``. None before the app knows of any."""

@@ -17,7 +17,7 @@ import math
 
 from rich.style import Style
 from rich.text import Text
-from textual import events
+from textual import events, getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tbconsole.capturefile import CaptureRecord
+from tbconsole.formatting import format_seconds
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import CaptureFollower, TrialPlace, locate, read_trainer_logprobs
 from tbconsole.ui.data.tokenizer import shared_decoder
@@ -34,6 +35,7 @@ from tbconsole.ui.present.token_layout import TokenLayout, lay_out, word_start
 from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.trained import Training, trial_training
 from tbconsole.ui.present.wording import format_value
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 
@@ -44,10 +46,12 @@ class TokenText(Static):
     def on_click(self, event: events.Click) -> None:
         index = event.style.meta.get("token") if event.style else None
         if isinstance(index, int):
-            self.screen.select(index)  # type: ignore[attr-defined]
+            screen = self.screen
+            assert isinstance(screen, TokenScreen)  # the only screen that composes a TokenText
+            screen.select(index)
 
 
-class TokenScreen(Screen):
+class TokenScreen(Screen[None]):
     DEFAULT_CSS = """
     TokenScreen #khead { height: auto; max-height: 4; background: $panel; padding: 0 1; }
     TokenScreen #klegend { height: 3; padding: 0 1; }
@@ -73,6 +77,8 @@ class TokenScreen(Screen):
         Binding("r", "relative", "Scale"),
         Binding("m", "mode", "Trainer Δ"),
     ]
+
+    app = getters.app(ConsoleHost)
 
     def __init__(self, trial: str, turn: int):
         super().__init__()
@@ -261,7 +267,7 @@ class TokenScreen(Screen):
             if record.stop_reason:
                 head.append(f"  stop: {one_line(record.stop_reason, 20)}", style=p.muted)
             if record.sample_ms is not None:
-                head.append(f"  sampled in {record.sample_ms / 1000:.1f}s", style=p.muted)
+                head.append(f"  sampled in {format_seconds(record.sample_ms / 1000)}", style=p.muted)
             if self.decoder is not None and not self.decoder.available:
                 head.append("  (no tokenizer found: token ids)", style=p.warning)
         head.append("\n")

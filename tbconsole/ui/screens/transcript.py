@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -33,12 +34,13 @@ from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.present.trial_outputs import TrialFiles
 from tbconsole.ui.present.wording import format_count, format_duration
+from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
 from tbconsole.ui.widgets.transcript_view import TranscriptView
 
 
-class TranscriptScreen(Screen):
+class TranscriptScreen(Screen[None]):
     DEFAULT_CSS = """
     TranscriptScreen #thead { height: auto; max-height: 6; background: $panel; padding: 0 1; }
     TranscriptScreen #tstatus { height: 1; background: $panel; padding: 0 1; }
@@ -51,6 +53,8 @@ class TranscriptScreen(Screen):
         Binding("x", "cancel_trial", "Cancel trial"),
         Binding("home", "top", "Top", show=False),
     ]
+
+    app = getters.app(ConsoleHost)
 
     def __init__(self, trial: str):
         super().__init__()
@@ -257,7 +261,7 @@ class TranscriptScreen(Screen):
         if self.check_action("cancel_trial", ()):
             self.app.confirm_cancel_trial(self.trial)
 
-    def check_action(self, action: str, parameters) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_trial":
             return self.app.can_cancel_trial(self.trial)
         return True
