@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from tbconsole import atomic
+from tbconsole.formatting import format_size
 from tbconsole.runfolder import RunFolder
 
 MiB = 1 << 20
@@ -27,15 +28,6 @@ RUN_NEED_BYTES = 512 * MiB
 
 class DiskSpaceError(OSError):
     """Not enough free space where a run would write. The message is meant for the user."""
-
-
-def human(n: float) -> str:
-    """Bytes as a short human-readable size: 512 B, 1.5 KiB, 12.0 MiB, 3.2 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 def existing_ancestor(path: str | os.PathLike) -> Path:
@@ -61,8 +53,8 @@ def check_free(path: str | os.PathLike, need_bytes: int = RUN_NEED_BYTES, what: 
     if free < need_bytes:
         where = existing_ancestor(path)
         raise DiskSpaceError(
-            f"not enough disk space for {what} ({path}): {human(free)} free on the filesystem of "
-            f"{where}, {human(need_bytes)} needed; free space or point {what} elsewhere"
+            f"not enough disk space for {what} ({path}): {format_size(free)} free on the filesystem of "
+            f"{where}, {format_size(need_bytes)} needed; free space or point {what} elsewhere"
         )
     return free
 

@@ -31,6 +31,7 @@ from typing import Any
 from tbconsole import atomic
 from tbconsole.enums import RunnerState
 from tbconsole.events import redact
+from tbconsole.formatting import format_age
 
 LOCK_FILE = "runner.lock"
 LEASE_FILE = "runner.json"
@@ -65,13 +66,13 @@ class LeaseView:
         return None if self.beat is None else max(0.0, (time.time() if now is None else now) - self.beat)
 
     def describe(self, now: float | None = None) -> str:
-        """One short line: ``runner live (pid 42)``, ``runner gone (pid 42, last seen 14 s ago)``."""
+        """One short line: ``runner live (pid 42)``, ``runner gone (pid 42, last seen 14s ago)``."""
         pid = f"pid {self.pid}" + ("" if self.host in (None, socket.gethostname()) else f" on {self.host}")
         ago = self.seen_ago(now)
         if self.state is RunnerState.LIVE:
             return f"runner live ({pid})"
         if self.state is RunnerState.GONE:
-            return f"runner gone ({pid}, last seen {ago:.0f} s ago)" if ago is not None else f"runner gone ({pid})"
+            return f"runner gone ({pid}, last seen {format_age(ago)})" if ago is not None else f"runner gone ({pid})"
         if self.state is RunnerState.ENDED:
             return "runner ended"
         return "no runner"

@@ -29,6 +29,7 @@ from typing import Any
 
 from tbconsole.enums import AdvisorySeverity
 from tbconsole.events import AdvisoryRaised, ErrorRaised, Event, RunEnded, RunStarted, redact
+from tbconsole.formatting import format_seconds
 from tbconsole.procgroup import kill_group
 
 NOTIFY_TIMEOUT_S = 10.0
@@ -176,9 +177,9 @@ class Notifier:
             kill_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=2)
-            return f"was killed after {self.timeout_s:g} s"
+            return f"was killed after {format_seconds(self.timeout_s)}"
         if proc.returncode != 0:
             tail = " ".join((err or "").split())[-200:]
             took = time.monotonic() - started
-            return f"exited with status {proc.returncode} after {took:.1f} s" + (f": {tail}" if tail else "")
+            return f"exited with status {proc.returncode} after {format_seconds(took)}" + (f": {tail}" if tail else "")
         return None

@@ -11,15 +11,15 @@ not applied, and the outcome rests on Harbor's result and the verifier's reward 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tbconsole.formatting import format_seconds
 from tbconsole.runner.harbor_trial import PhaseCallback, run_harbor_trial
 from tbconsole.runner.outcomes import Outcome, judge
 from tbconsole.runner.trials import TrialConfigError, TrialTemplate, load_template, make_template
 
-__all__ = ["TrialConfigError", "TrialSummary", "build_trial_config", "load_trial_config", "now", "run_trial"]
+__all__ = ["TrialConfigError", "TrialSummary", "build_trial_config", "load_trial_config", "run_trial"]
 
 DEFAULT_AGENT = "oracle"
 LABEL = "Trial config"  # how error messages name the --trial-config file
@@ -87,7 +87,7 @@ class TrialSummary:
         ]
         if self.exception:
             out.append(f"error     {self.exception}")
-        timing = "  ".join(f"{name} {secs:.1f}s" for name, secs in self.timings.items())
+        timing = "  ".join(f"{name} {format_seconds(secs)}" for name, secs in self.timings.items())
         out += [f"timings   {timing}", f"trial dir {self.trial_dir}"]
         return out
 
@@ -123,7 +123,3 @@ async def run_trial(config, on_phase: PhaseCallback | None = None, reward_key: s
     """Run a Harbor TrialConfig to the end and summarize it (errors before the trial starts:
     ``runner.harbor_trial.TrialNotCreated``, a RuntimeError with Harbor's message)."""
     return summarize(await run_harbor_trial(config, on_phase), reward_key)
-
-
-def now() -> str:
-    return datetime.now().strftime("%H:%M:%S")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.diskspace import RUN_NEED_BYTES, DiskSpaceError, FolderSize, check_free, free_bytes, human, run_size
+from tbconsole.diskspace import RUN_NEED_BYTES, DiskSpaceError, FolderSize, check_free, free_bytes, run_size
+from tbconsole.formatting import format_size
 from tbconsole.runfolder import RunFolder
 
 from tests_support import missing
@@ -46,23 +47,23 @@ def test_check_free_says_where_how_much_and_what_to_do(small_fs):
         check_free(run, RUN_NEED_BYTES, "config.log_path")
     message = str(caught.value)
     assert str(run) in message and str(small_fs) in message
-    assert "4.0 MiB free" in message and "512.0 MiB needed" in message
+    assert "4.0 MiB free" in message and "512 MiB needed" in message
     assert "free space or point config.log_path elsewhere" in message
     assert isinstance(caught.value, OSError)
 
 
 def test_the_default_need_is_the_documented_constant(small_fs):
     assert RUN_NEED_BYTES == 512 << 20
-    with pytest.raises(DiskSpaceError, match="512.0 MiB needed"):
+    with pytest.raises(DiskSpaceError, match="512 MiB needed"):
         check_free(small_fs)
 
 
-def test_human_sizes():
-    assert [human(n) for n in (0, 512, 1536, 12 << 20, int(3.25 * (1 << 30)), 5 << 40)] == [
+def test_sizes_in_messages():
+    assert [format_size(n) for n in (0, 512, 1536, 12 << 20, int(3.25 * (1 << 30)), 5 << 40)] == [
         "0 B",
         "512 B",
         "1.5 KiB",
-        "12.0 MiB",
+        "12 MiB",
         "3.2 GiB",
         "5.0 TiB",
     ]

@@ -133,7 +133,7 @@ def test_the_command_gets_one_json_per_event_that_needs_someone(tmp_path, monkey
 
 @pytest.mark.parametrize(
     "command, problem",
-    [("exit 3", "exited with status 3"), ("sleep 30", "was killed after 0.5 s"), ("/nonexistent/cmd", "status 127")],
+    [("exit 3", "exited with status 3"), ("sleep 30", "was killed after 0.5s"), ("/nonexistent/cmd", "status 127")],
 )
 def test_a_failing_or_hanging_command_never_holds_the_run_and_is_logged_once(tmp_path, command, problem):
     bus = EventBus(tmp_path)

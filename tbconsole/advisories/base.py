@@ -82,25 +82,5 @@ def step_done(item: Any) -> int | None:
     return None
 
 
-def size(n: float) -> str:
-    """Bytes as a short size: 512 B, 12 MiB, 3.2 GiB (two significant figures are enough for an
-    advisory and keep its message stable while the exact count moves)."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" or abs(n) >= 10 else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def duration(seconds: float) -> str:
-    """12 s, 4m05s, 1h02m."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
 def share(part: int, whole: int) -> str:
     return f"{part} of {whole} ({100 * part / whole:.0f}%)" if whole else f"{part} of 0"

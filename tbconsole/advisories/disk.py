@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from tbconsole import events as ev
-from tbconsole.advisories.base import Advice, Rule, size, step_done
+from tbconsole.advisories.base import Advice, Rule, step_done
 from tbconsole.advisories.facts import DiskSample, RunFolderSize
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.enums import AdvisorySeverity
+from tbconsole.formatting import format_size
 
 MiB = 1 << 20
 CLEAR_MARGIN = 1.1  # clears at 110% of the warning level: no flapping around it
@@ -86,7 +87,7 @@ class Disk(Rule):
         )
         if filling and growth is not None and steps_to_full is not None:
             steps = f"{steps_to_full:.0f} step{'' if round(steps_to_full) == 1 else 's'}"
-            rate = f", {growth[1].format(size(growth[0]))}: full in about {steps}"
+            rate = f", {growth[1].format(format_size(growth[0]))}: full in about {steps}"
             rate += f" ({left} to go)" if left is not None else ""
         soon = filling and steps_to_full is not None and steps_to_full <= t.disk_steps_left
         if free < t.disk_error_mib * MiB:
@@ -99,7 +100,7 @@ class Disk(Rule):
             severity, threshold = AdvisorySeverity.WARNING, FILLING
         else:
             if free >= t.disk_warn_mib * MiB * CLEAR_MARGIN:
-                self.release(self.name, f"{size(free)} free on the run folder's filesystem")
+                self.release(self.name, f"{format_size(free)} free on the run folder's filesystem")
             return
         old = self.conditions.get(self.name)
         if old is not None and old.severity == severity and not new_step:
@@ -109,8 +110,8 @@ class Disk(Rule):
                 key=self.name,
                 severity=severity,
                 message=(
-                    f"{size(free)} free on the run folder's filesystem{rate} — free space or point config.log_path "
-                    "elsewhere before captures and events cannot be written"
+                    f"{format_size(free)} free on the run folder's filesystem{rate} — free space or point "
+                    "config.log_path elsewhere before captures and events cannot be written"
                 ),
                 threshold=threshold,
                 value=float(free),

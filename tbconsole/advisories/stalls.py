@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tbconsole import events as ev
-from tbconsole.advisories.base import Rule, duration
+from tbconsole.advisories.base import Rule
 from tbconsole.advisories.facts import AgentTimeout
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.enums import TrialPhase
+from tbconsole.formatting import format_duration
 
 # Phases a trial waits in for something outside it: queued waits for a free slot, by design.
 WATCHED = (TrialPhase.ENVIRONMENT, TrialPhase.AGENT_SETUP, TrialPhase.AGENT, TrialPhase.VERIFYING)
@@ -121,8 +122,8 @@ class Stalled(PhaseRule):
         if spent <= max(t.stall_floor_s, t.stall_factor * typical):
             return None
         return (
-            f"{trial} has been in {place.phase} for {duration(spent)}, over {t.stall_factor:g}× the "
-            f"run's median {place.phase} ({duration(typical)}) — look at its trial folder and log",
+            f"{trial} has been in {place.phase} for {format_duration(spent)}, over {t.stall_factor:g}× the "
+            f"run's median {place.phase} ({format_duration(typical)}) — look at its trial folder and log",
             f"advise.stall_factor={t.stall_factor:g}, advise.stall_floor_s={t.stall_floor_s:g}",
         )
 
@@ -148,7 +149,7 @@ class PastTimeout(PhaseRule):
         if place.phase != TrialPhase.AGENT or timeout is None or spent <= timeout + self.t.timeout_grace_s:
             return None
         return (
-            f"{trial} is past its agent timeout ({duration(timeout)}) and Harbor has not ended it "
-            f"— its agent has run {duration(spent)}; look at its trial folder, cancel it if it hangs",
+            f"{trial} is past its agent timeout ({format_duration(timeout)}) and Harbor has not ended it "
+            f"— its agent has run {format_duration(spent)}; look at its trial folder, cancel it if it hangs",
             f"agent timeout {timeout:g} s + advise.timeout_grace_s={self.t.timeout_grace_s:g}",
         )

@@ -4,21 +4,11 @@ the same run, and the ratio between them, so numbers from different machines com
 import fcntl
 import os
 import pty
-import statistics
 import struct
 import subprocess
 import sys
 import termios
 from pathlib import Path
-
-from tbconsole.stats import percentile
-
-
-def describe_ms(samples: list[float]) -> str:
-    return (
-        f"p50 {percentile(samples, 50) * 1e3:7.2f} ms  p99 {percentile(samples, 99) * 1e3:7.2f} ms  "
-        f"mean {statistics.fmean(samples) * 1e3:7.2f} ms"
-    )
 
 
 def attach_on_pty(log_path: Path, cols: int, rows: int, args: tuple[str, ...] = ()) -> tuple[int, subprocess.Popen]:

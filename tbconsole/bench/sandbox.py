@@ -10,7 +10,7 @@ import asyncio
 import platform
 import time
 
-from tbconsole.bench import describe_ms
+from tbconsole.formatting import format_latencies
 from tbconsole.sandbox.namespace import NamespaceSandbox, SandboxSpec
 from tbconsole.stats import percentile
 
@@ -65,14 +65,14 @@ def run(args) -> int:
     print(
         f"machine: {platform.machine()}, {platform.system()} {platform.release()}, python {platform.python_version()}"
     )
-    print(f"sandbox start     {describe_ms(times['start'])}   ({args.starts} cycles)")
-    print(f"sandbox stop      {describe_ms(times['stop'])}")
-    print(f"exec 'true'       {describe_ms(times['exec'])}   ({args.execs} runs)")
-    print(f"  baseline bash   {describe_ms(times['bare'])}")
+    print(f"sandbox start     {format_latencies(times['start'])}   ({args.starts} cycles)")
+    print(f"sandbox stop      {format_latencies(times['stop'])}")
+    print(f"exec 'true'       {format_latencies(times['exec'])}   ({args.execs} runs)")
+    print(f"  baseline bash   {format_latencies(times['bare'])}")
     ratio = percentile(times["exec"], 50) / percentile(times["bare"], 50)
     print(f"  ratio p50       {ratio:.2f}x the bare subprocess")
-    print(f"exec 10 MB out    {describe_ms(times['tail'])}")
-    print(f"  baseline bash   {describe_ms(times['bare_tail'])}")
+    print(f"exec 10 MB out    {format_latencies(times['tail'])}")
+    print(f"  baseline bash   {format_latencies(times['bare_tail'])}")
     ratio = percentile(times["tail"], 50) / percentile(times["bare_tail"], 50)
     print(f"  ratio p50       {ratio:.2f}x the bare subprocess")
     return 0

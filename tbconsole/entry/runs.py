@@ -55,9 +55,10 @@ def run(args) -> int:
 
 def table(runs, now: float) -> str:
     from tbconsole.diskspace import run_size
+    from tbconsole.formatting import format_age, format_bytes, format_timestamp
     from tbconsole.runfolder import RunFolder
     from tbconsole.runlist import last_reward, steps_trained
-    from tbconsole.ui.present.wording import format_bytes, format_value
+    from tbconsole.ui.present.wording import format_value
 
     rows = [COLUMNS]
     for i, info in enumerate(runs, 1):
@@ -71,8 +72,8 @@ def table(runs, now: float) -> str:
                 format_value(last_reward(state)),
                 # Walks only the newest steps' folders; the rest is remembered in the run folder.
                 format_bytes(run_size(RunFolder(info.path), state.step or 0)),
-                time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started)) if info.started else "–",
-                _age(now - state.last_ts) if state.last_ts else "–",
+                format_timestamp(info.started) if info.started else "–",
+                format_age(now - state.last_ts) if state.last_ts else "–",
             )
         )
     widths = [max(len(row[c]) for row in rows) for c in range(len(COLUMNS))]
@@ -83,13 +84,6 @@ def table(runs, now: float) -> str:
         return "  ".join(cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(cells)).rstrip()
 
     return "\n".join(line(row) for row in rows)
-
-
-def _age(seconds: float) -> str:
-    """How long ago, coarse past two days (runs are listed for weeks)."""
-    from tbconsole.ui.present.wording import format_duration
-
-    return f"{seconds / 86400:.0f}d ago" if seconds >= 2 * 86400 else f"{format_duration(seconds)} ago"
 
 
 def _shown_path(path: Path) -> str:

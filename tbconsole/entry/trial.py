@@ -39,7 +39,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tbconsole.trial import TrialConfigError, build_trial_config, load_trial_config, now, run_trial
+    from tbconsole.formatting import format_clock
+    from tbconsole.trial import TrialConfigError, build_trial_config, load_trial_config, run_trial
 
     task_dir: Path = args.task_dir
     if not (task_dir / "task.toml").is_file():
@@ -60,10 +61,10 @@ def run(args) -> int:
             return 1
 
     agent = config.agent.name or config.agent.import_path
-    print(f"{now()}  trial of {task_dir.name} with agent {agent}")
+    print(f"{format_clock()}  trial of {task_dir.name} with agent {agent}")
 
     async def on_phase(phase: str) -> None:
-        print(f"{now()}  {phase}", flush=True)
+        print(f"{format_clock()}  {phase}", flush=True)
 
     try:
         summary = asyncio.run(run_trial(config, on_phase, args.reward_key))

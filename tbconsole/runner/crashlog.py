@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import time
 import traceback
 from pathlib import Path
 
+from tbconsole.formatting import format_timestamp
 from tbconsole.runfolder import RunFolder
 
 
@@ -17,7 +17,7 @@ def log_traceback(log_path: Path, exc: BaseException, what: str = "the run faile
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "a", encoding="utf-8") as handle:
-            handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ERROR {what}\n")
+            handle.write(f"{format_timestamp(seconds=True)} ERROR {what}\n")
             handle.write("".join(traceback.format_exception(exc)))
     except OSError:
         pass

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
 
 from tbconsole import events as ev
 from tbconsole.advisories import Thresholds
+from tbconsole.formatting import format_clock
 from tbconsole.inert import inert_event
 
 SOLVED_REWARD = Thresholds().solved_reward  # the no-signal advisory's default: reward 1 is solved
@@ -29,7 +29,7 @@ class ProgressLog:
 
     def _print(self, text: str) -> None:
         try:
-            self.out.write(f"{time.strftime('%H:%M:%S')}  {text}\n")
+            self.out.write(f"{format_clock()}  {text}\n")
             self.out.flush()
         except OSError:  # stdout redirected to a full disk: the log is lost, the run must go on
             self.lost += 1

@@ -29,7 +29,8 @@ def test_a_trial_far_longer_in_its_phase_than_its_peers_stalls_and_clears_when_i
     assert raised(advisor.tick(start + 299)) == []
     (advice,) = raised(advisor.tick(start + 301))
     assert advice.key == "stalled:slow" and advice.trial == "slow" and (advice.step, advice.group) == (0, 1)
-    assert "in agent for 5m01s, over 3× the run's median agent (1m01s)" in advice.message
+    # the median, 61.5 s, rounds to the second like every duration shown (formatting.format_duration)
+    assert "in agent for 5m01s, over 3× the run's median agent (1m02s)" in advice.message
     assert advice.threshold == "advise.stall_factor=3, advise.stall_floor_s=300"
     assert raised(advisor.tick(start + 900)) == []  # raised once, not on every check
     out = advisor.feed(ev.TrialPhaseChanged(ts=start + 950, step=0, group=1, trial="slow", phase="verifying"))

@@ -139,7 +139,7 @@ def test_the_summary_of_a_finished_run_and_of_a_dead_one(finished_events, tmp_pa
         RunnerState.GONE, pid=42, beat=time.time() - 14, command=("tbconsole", "demo", "config.log_path=x")
     )
     lines = exit_summary(going, dead, tmp_path).splitlines()
-    assert lines[0].startswith(f"{tmp_path}: runner gone (pid 42, last seen 14 s ago) · 3/3 trained")
+    assert lines[0].startswith(f"{tmp_path}: runner gone (pid 42, last seen 14s ago) · 3/3 trained")
     assert lines[1] == f"  resume: tbconsole demo config.log_path={tmp_path.resolve()}"  # this folder, absolute
     assert runner_notice(going, dead, tmp_path).startswith("not running · resume: tbconsole demo")
     assert runner_notice(going, LeaseView(RunnerState.NONE), tmp_path) is None  # no lease: as before

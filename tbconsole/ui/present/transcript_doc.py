@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tbconsole.capturefile import CaptureRecord, MessageText, ToolCallText
+from tbconsole.formatting import format_seconds
 from tbconsole.inert import strip_ansi
 from tbconsole.state import TrialState, Turn
 from tbconsole.ui.present.sanitize import one_line, plain
@@ -166,7 +167,7 @@ def turn_section(
     if record.stop_reason:
         meta += f"  stop: {one_line(record.stop_reason, 20)}"
     if record.sample_ms is not None:
-        meta += f"  {record.sample_ms / 1000:.1f}s"
+        meta += f"  {format_seconds(record.sample_ms / 1000)}"
     title.append((meta, "muted"))
     if record.restarted:
         title.append(("  history rewritten: the whole conversation", "warning"))

@@ -4,6 +4,9 @@ and the help text behind every metric and counter (tooltips and the `?` screen r
 Steps count from 0 everywhere (log lines, metrics, checkpoints, folders, the header): a count of
 steps is written as one ("3/20 trained"), never as a step number.
 
+Durations, counts and sizes are formatted by ``tbconsole.formatting`` (the one home for what
+people read); ``format_duration``, ``format_count`` and ``format_bytes`` are importable from here too.
+
 Whether the runner of an attached run is still alive is not an event: the console reads the
 runner's lease (``LeaseView``, None when nobody watches one) and the functions that word the
 run's state take it next to the ``RunState``.
@@ -11,12 +14,14 @@ run's state take it next to the ``RunState``.
 
 from __future__ import annotations
 
-import math
 import shlex
 from pathlib import Path
 from typing import NamedTuple
 
 from tbconsole.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
+from tbconsole.formatting import format_bytes as format_bytes
+from tbconsole.formatting import format_count as format_count
+from tbconsole.formatting import format_duration as format_duration
 from tbconsole.lease import LeaseView
 from tbconsole.runlist import last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
@@ -331,63 +336,6 @@ def progress_text(state: RunState, now: float) -> str:
     if since is not None:
         return f"held-out evaluation {format_duration(now - since)} · {trained}"
     return f"step {'–' if state.step is None else state.step} · {trained}"
-
-
-def format_duration(seconds: float | None) -> str:
-    """At most 6 characters below 1000 days: 42s, 3m05s, 21h04m, 4d03h (past 99 hours)."""
-    if seconds is None:
-        return "–"
-    sign = "-" if seconds <= -0.5 else ""  # a clock a little behind another; never "-1m-50s"
-    seconds = int(round(abs(seconds)))
-    if seconds < 60:
-        return f"{sign}{seconds}s"
-    minutes, s = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{sign}{minutes}m{s:02d}s"
-    hours, m = divmod(minutes, 60)
-    if hours < 100:
-        return f"{sign}{hours}h{m:02d}m"
-    days, h = divmod(hours, 24)
-    return f"{sign}{days}d{h:02d}h"
-
-
-COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
-BYTE_UNITS = ("B", "K", "M", "G", "T", "P", "E")  # 1024-based, as du -h and ls -h
-COMPACT_WIDTH = 5  # the widest format_count / format_bytes (a minus sign adds one)
-
-
-def format_count(n: float | None) -> str:
-    """A count in at most ``COMPACT_WIDTH`` characters, so that it fits its cell whatever a day-long
-    run adds up to: 999, 1.0k, 12.3k, 123k, 1.2M, 3.4G. Rounding never shows four digits: 999 999
-    is 1.0M, not 1000k. A fraction keeps two decimals while it is small (1.25 datum/trial)."""
-    return _compact(n, 1000, COUNT_UNITS)
-
-
-def format_bytes(n: float | None) -> str:
-    """Bytes in at most ``COMPACT_WIDTH`` characters: 512B, 1.5K, 12.3M, 3.4G."""
-    return _compact(n, 1024, BYTE_UNITS)
-
-
-def _compact(n: float | None, base: int, units: tuple[str, ...]) -> str:
-    if n is None:
-        return "–"
-    n = float(n)
-    if not math.isfinite(n):
-        return str(n)
-    a = abs(n)
-    for i, unit in enumerate(units):
-        v = a / base**i
-        if i == 0 and v.is_integer():
-            text = f"{v:.0f}"
-        elif i == 0 and v < 9.995:
-            text = f"{v:.2f}"
-        else:
-            text = f"{v:.1f}" if v < 99.95 else f"{v:.0f}"
-        # Rounded up to 1000 (999.96k, or 1000-1023 bytes): the next unit says it in fewer digits.
-        if float(text) < 1000 or i == len(units) - 1:
-            sign = "-" if n < 0 and float(text) != 0 else ""
-            return f"{sign}{text}{unit}"
-    raise AssertionError("unreachable")
 
 
 def format_value(v: float | None) -> str:

@@ -7,6 +7,7 @@ from rich.style import Style
 from rich.text import Text
 
 from tbconsole.enums import TrialOutcome, TrialPhase
+from tbconsole.formatting import format_cell_duration
 from tbconsole.state import GroupState, RunState, TrialState
 from tbconsole.state.model import EvaluationState
 from tbconsole.ui.present.sanitize import one_line
@@ -30,17 +31,6 @@ LIMIT_MARKS: dict[str, str] = {  # a scored trial that hit a limit: the letter a
 GROUP_FAILED = "✗err"
 
 
-def short_time(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    s = int(seconds)
-    if s < 100:
-        return f"{s}s"
-    if s < 6000:
-        return f"{s // 60}m"
-    return f"{s // 3600}h"
-
-
 def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
     """What one trial's cell says, in at most ``width`` characters."""
     if t is None:
@@ -49,7 +39,7 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
         return Text("cancel", style=p.muted)
     wide = width >= 12
     if t.done:
-        elapsed = short_time(t.elapsed(now))
+        elapsed = format_cell_duration(t.elapsed(now))
         if t.scored and t.reward is not None:
             good = t.reward >= 1.0
             mark = "✓" if good else ("◐" if t.reward > 0 else "✗")
@@ -64,7 +54,7 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
         text.truncate(width, overflow="ellipsis")
         return text
     phase = PHASE_LABELS.get(t.phase, t.phase)
-    elapsed = short_time(t.phase_elapsed(now))
+    elapsed = format_cell_duration(t.phase_elapsed(now))
     if t.phase == TrialPhase.AGENT:
         turns = format_count(t.live_turns)
         if wide:
