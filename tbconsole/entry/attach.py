@@ -24,10 +24,15 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tbconsole.atomic import write_text
 from tbconsole.runfolder import EVENTS_FILE, RunFolder
+
+if TYPE_CHECKING:  # imported where used, for a quick start: only the types here
+    from tbconsole.control import RunControl
+    from tbconsole.events import EventBus
+    from tbconsole.ui.app import ConsoleApp
 
 
 def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +102,7 @@ def attach_console(log_path: Path, theme: str | None) -> int:
     return _run_and_summarize(attach_app(log_path, theme), Path(log_path))
 
 
-def attach_app(log_path: Path, theme: str | None):
+def attach_app(log_path: Path, theme: str | None) -> ConsoleApp:
     """The attach-mode ``ConsoleApp`` over ``log_path`` (not yet running)."""
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import FileControls, LeaseWatch, TailSource
@@ -111,7 +116,7 @@ def attach_app(log_path: Path, theme: str | None):
     )
 
 
-def closing_summary(app, log_path: Path) -> str:
+def closing_summary(app: ConsoleApp, log_path: Path) -> str:
     """The summary printed when ``app`` (attached, or a replay) has closed: the whole run's state
     (a replay's at its end, wherever it was moved to: kept, not read again) and a fresh read of
     its runner's lease."""
@@ -122,7 +127,7 @@ def closing_summary(app, log_path: Path) -> str:
     return exit_summary(state, read_lease(log_path), log_path)
 
 
-def _run_and_summarize(app, log_path: Path) -> int:
+def _run_and_summarize(app: ConsoleApp, log_path: Path) -> int:
     from tbconsole.runlist import remember
 
     remember(log_path)  # for `tbconsole runs`
@@ -196,7 +201,9 @@ class ConsoleResult:
     exit_code: int = 0
 
 
-def run_console(bus, control, theme: str | None = None, *, work: Callable[[], Awaitable[Any]]) -> ConsoleResult:
+def run_console(
+    bus: EventBus, control: RunControl, theme: str | None = None, *, work: Callable[[], Awaitable[Any]]
+) -> ConsoleResult:
     """Open the console over a run in this process; returns when the console closes.
 
     The run is a worker in the app's loop: ``work``, a zero-argument async callable, is started

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -388,7 +388,7 @@ class AttachedConsole:
         os.close(self.master)
 
 
-Keys = list[tuple[str, bytes, str | re.Pattern, str | re.Pattern | None]]
+Keys = Sequence[tuple[str, bytes, str | re.Pattern, str | re.Pattern | None]]  # label, key, shown, gone
 
 
 def press_keys(

@@ -37,6 +37,7 @@ from tbconsole.entry.bench_ui.console import (
     MAIN,
     TRANSCRIPT,
     AttachedConsole,
+    FirstFrame,
     Keys,
     _first_frame,
     _percentiles,
@@ -175,10 +176,10 @@ def snapshot_at(folder: Path, offset: int) -> None:
 
 @dataclass
 class Figures:
-    first: list  # FirstFrame of each attach
+    first: list[FirstFrame]  # of each attach
     keys: dict[str, list[float | None]]
     rss_after_mb: float | None
-    replay_first: object  # FirstFrame
+    replay_first: FirstFrame
     replay_keys: dict[str, list[float | None]]
     replay_rss_mb: float | None
 
