@@ -7,6 +7,10 @@ state it renders). The folder a module sits in says its layer (pyproject.toml's 
 - ``data``: files on disk (events, trial files, captures, the tokenizer). Plain Python;
 - ``present``: state and what was read, worded and drawn as text. Mostly plain Python (the
   token view's colours use Textual's ``Color``).
+
+Screens and widgets may not import the app: what they ask of it is declared in their own layer
+(``screens/host.py``: ``ConsoleHost``; ``widgets/host.py``: ``WidgetHost``), ``ConsoleApp``
+subclasses it, and ``app = getters.app(ConsoleHost)`` types their ``self.app``.
 """
 
 import os
