@@ -1,7 +1,8 @@
 """A run in a process of its own, with real processes: the console (in tmux) and the runner it
 starts are separate, so losing the console (its terminal closed, the process killed) leaves the
 run going, and a console attached later pauses it after its batch, resumes it and stops it
-cleanly; `--detach` starts one without a console; one runner per folder; a runner killed with SIGKILL reads as gone at once."""
+cleanly; `--detach` starts one without a console; one runner per folder; a runner killed with
+SIGKILL reads as gone at once."""
 
 import json
 import os
