@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.capturefile import CaptureRecord, CaptureTail, read_records
+from tbconsole.jsonl import new_lines
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.group_compare import Action, Decode, actions_of
@@ -105,12 +106,12 @@ def read_trainer_logprobs(path: Path | None) -> dict[int, list[float]]:
 
     out: dict[int, list[float]] = {}
     try:
-        lines = path.read_bytes().split(b"\n")
+        lines, _ = new_lines(path, 0)  # whole lines: one still being written is read next time
     except OSError:
         return {}
     for line in lines:
         try:
-            row = orjson.loads(line)
+            row = orjson.loads(line)  # strict: a line with NaN is skipped, as a damaged one
             out[int(row["turn"])] = [float(x) for x in row["logprobs"]]
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             continue

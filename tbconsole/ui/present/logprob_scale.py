@@ -24,6 +24,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 
+from tbconsole.stats import percentile
 from tbconsole.ui.present.sanitize import plain
 
 FLOOR = 1e-4  # nats: surprisals below this all look alike (p > 0.9999)
@@ -105,7 +106,7 @@ class TurnStats:
         ranked = [logprobs[i] for i in order]
 
         def pct(q: float) -> float:
-            return math.exp(ranked[min(len(ranked) - 1, int(q * len(ranked)))])
+            return math.exp(percentile(ranked, q, "floor"))
 
         threshold = math.log(CONFIDENT_P)
         return cls(
@@ -113,9 +114,9 @@ class TurnStats:
             min_logprob=ranked[0],
             max_logprob=ranked[-1],
             mean_logprob=sum(logprobs) / len(logprobs),
-            p10=pct(0.1),
-            median=pct(0.5),
-            p90=pct(0.9),
+            p10=pct(10),
+            median=pct(50),
+            p90=pct(90),
             below_confident=sum(1 for lp in logprobs if lp < threshold),
             order=order,
         )
