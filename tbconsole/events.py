@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from tbconsole import enums, jsonl
+from tbconsole.runfolder import RunFolder
 
 SCHEMA_VERSION = 1
-EVENTS_FILE = "events.jsonl"
 
 _REGISTRY: dict[str, type[Event]] = {}
 
@@ -560,7 +560,7 @@ class EventBus:
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
         self._on_write_error = on_write_error
-        self.path = Path(log_path) / EVENTS_FILE if log_path is not None else None
+        self.path = RunFolder(log_path).events if log_path is not None else None
         self._fd: int | None = None
         self._end = 0  # offset just past the last whole line: where a failed write is cut back to
         self._cut = False  # the file ends in a cut line: the next write starts with "\n"

@@ -13,7 +13,6 @@ import pytest
 
 from tbconsole import diskspace
 from tbconsole.events import (
-    EVENTS_FILE,
     RESERVE_FILE,
     ControlChanged,
     ErrorRaised,
@@ -24,6 +23,7 @@ from tbconsole.events import (
     TrialPhaseChanged,
     read_events,
 )
+from tbconsole.runfolder import EVENTS_FILE
 from tbconsole.runner.progress import ProgressLog
 
 

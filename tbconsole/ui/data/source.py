@@ -33,7 +33,6 @@ from pathlib import Path
 from tbconsole.control import ControlClient, ControlError, RunControl
 from tbconsole.enums import ControlCommand, ControlState, RunnerState, RunStatus
 from tbconsole.events import (
-    EVENTS_FILE,
     BatchStarted,
     Event,
     EventBus,
@@ -45,6 +44,7 @@ from tbconsole.events import (
 )
 from tbconsole.jsonl import whole_lines
 from tbconsole.lease import LeaseView, read_lease
+from tbconsole.runfolder import EVENTS_FILE
 from tbconsole.state import RunState, reduce
 from tbconsole.state.snapshot import Restored, encode, restore
 from tbconsole.state.snapshot import decode as decode_state
