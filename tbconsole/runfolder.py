@@ -39,6 +39,7 @@ ENGINE_DIR = "engine"
 
 # A retried attempt's trial ids and capture folder end in -r<N>; the first attempt has none.
 _ATTEMPT = re.compile(r"-r(\d+)$")
+_PLACE = re.compile(r"\.s(\d+)g(\d+)t\d+(?:-r\d+)?$")  # trial_id's shape, read back
 
 
 def step_name(step: int) -> str:
@@ -59,6 +60,12 @@ def attempt_of(trial_id: str) -> int:
 def trial_id(task: str, step: int, group: int, k: int, attempt: int = 0) -> str:
     """``<task>.s<step>g<group>t<k>[-r<N>]``: unique per attempt within a run."""
     return f"{task}.s{step}g{group}t{k}{attempt_suffix(attempt)}"
+
+
+def trial_place(trial_id: str) -> tuple[int, int] | None:
+    """The (step, group) a trial id names; None for an id not of ``trial_id``'s shape."""
+    m = _PLACE.search(trial_id)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)

@@ -43,3 +43,13 @@ def test_an_attempt_never_reuses_a_claimed_capture_folder(tmp_path):
     again_dir, again_ids = claim_attempt(ctx, builder)  # a resumed step starts from attempt 0 again
     assert again_ids == ["hello.s0g0t0-r1"]
     assert capture_path(ctx.log_path, 0, 0, again_ids[0]) == again_dir / "hello.s0g0t0-r1.jsonl"
+
+
+def test_a_trial_id_reads_back_as_its_place():
+    from tbconsole.runfolder import attempt_of, trial_id, trial_place
+
+    for task in ("count-lines-081", "x.s9g9t9", "a.b-c"):
+        for step, group, k, attempt in ((0, 0, 0, 0), (12, 3, 7, 2), (999, 31, 15, 1)):
+            made = trial_id(task, step, group, k, attempt)
+            assert trial_place(made) == (step, group) and attempt_of(made) == attempt, made
+    assert trial_place("not-a-trial") is None and trial_place("x.s1g2") is None

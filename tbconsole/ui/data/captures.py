@@ -11,14 +11,13 @@ read for the screens: the screens call these and never open a capture file thems
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.capturefile import CaptureRecord, CaptureTail, read_records
 from tbconsole.jsonl import new_lines
-from tbconsole.runfolder import RunFolder
+from tbconsole.runfolder import RunFolder, trial_place
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.group_compare import Action, Decode, actions_of
 from tbconsole.ui.present.transcript_search import (
@@ -28,9 +27,6 @@ from tbconsole.ui.present.transcript_search import (
     compile_query,
     search_records,
 )
-
-_TRIAL_ID = re.compile(r"\.s(\d+)g(\d+)t\d+(?:-r\d+)?$")  # runfolder.trial_id's shape
-
 
 # -- where a trial's captures are -------------------------------------------------------------
 
@@ -87,10 +83,10 @@ def locate(state: RunState, trial: str) -> TrialPlace:
     if t is not None:
         step, group = t.step, t.group
     else:
-        m = _TRIAL_ID.search(trial)
-        if m is None:
+        place = trial_place(trial)
+        if place is None:
             return TrialPlace(None, None)
-        step, group = int(m.group(1)), int(m.group(2))
+        step, group = place
         held = folder.heldout
         if not folder.capture_file(step, group, trial).exists() and held.capture_file(step, group, trial).exists():
             return TrialPlace(held.capture_file(step, group, trial), None, True, step, group)
