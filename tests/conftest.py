@@ -8,7 +8,7 @@ import pytest
 
 from tbconsole import offline
 
-from tests_support import IN_CI, missing
+from tests_support import DEMO_RUN_STEPS, IN_CI, missing
 
 offline.apply_embedded_defaults()
 
@@ -132,7 +132,6 @@ def hold_lease():
 
 # -- a real demo run, recorded once per test session ----------------------------------------------
 
-DEMO_RUN_STEPS = 2
 DEMO_RUN_TIMEOUT = 1200  # seconds the recording may take (a slow or busy machine takes several minutes)
 _demo_recorded = False
 

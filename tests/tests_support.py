@@ -13,6 +13,10 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# Steps of the demo run recorded once per session (conftest's ``demo_run``). Here, not in
+# conftest: tests/ and tests/ui/ each have a conftest, and `from conftest import` finds either.
+DEMO_RUN_STEPS = 2
+
 
 def missing(what: str, fix: str) -> None:
     """A prerequisite is missing: skip on a developer's machine, fail in CI (``CI=true``), where
