@@ -175,13 +175,6 @@ async def scripted_trial(
     return ScriptedTrial(builder.rewards[0].reward, [call.prompt for call in sampler.calls], events)
 
 
-async def record_prompt(work_dir: Path, variant: V.Variant, renderer: Any, tokenizer: Any) -> tuple[AgentPrompt, float]:
-    """Run one real trial of ``variant`` with its solution scripted as the reply; return the
-    cut prompt and the verifier's reward (1.0 unless the task or the sandbox is broken)."""
-    prompt, _observation, reward = await record_prompts(work_dir, variant, renderer, tokenizer)
-    return prompt, reward
-
-
 def observation_text(output: str) -> str:
     """A command's output as it stands in the agent's observation: the body of a JSON string
     (the agent reports ``{"returncode": …, "output": "…"}``)."""
@@ -210,11 +203,20 @@ async def record_prompts(
     the reply exactly, as under token continuity (and as the renderer's history form of this
     reply happens to be too); ValueError otherwise."""
     trial = await scripted_trial(work_dir, variant, variant.steps(variant.solution), renderer, tokenizer)
+    prompt, observation = cut_prompts(trial, variant, renderer, tokenizer)
+    return prompt, observation, trial.reward
+
+
+def cut_prompts(
+    trial: ScriptedTrial, variant: V.Variant, renderer: Any, tokenizer: Any
+) -> tuple[AgentPrompt, AgentPrompt | None]:
+    """The cut first prompt and observation (``record_prompts``) of a trial of ``variant`` whose
+    first reply ran its look-up (for a two-command family)."""
     if not trial.prompts:
         raise RuntimeError("the agent made no model call")
     prompt = AgentPrompt.from_capture(trial.prompts[0], tokenizer, variant.instruction)
     if variant.lookup is None:
-        return prompt, None, trial.reward
+        return prompt, None
     if len(trial.prompts) < 2:
         raise RuntimeError(f"the agent made {len(trial.prompts)} model call(s), not 2")
     head = trial.prompts[0] + tool_call_reply(renderer, variant.lookup, submit=False)
@@ -222,7 +224,7 @@ async def record_prompts(
     if not extends(second, head):
         raise ValueError("the second prompt does not extend the first prompt and the look-up's reply")
     observation = AgentPrompt.from_capture(second[len(head) :], tokenizer, observation_text(lookup_output(variant)))
-    return prompt, observation, trial.reward
+    return prompt, observation
 
 
 # --------------------------------------------------------------------------------- data
