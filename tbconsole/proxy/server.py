@@ -53,6 +53,7 @@ class CaptureProxy:
         max_body_bytes: int = MAX_BODY_BYTES,
         sample_timeout_s: float | None = None,
         on_sampler_error: Callable[[str, BaseException], None] | None = None,
+        on_capture_lost: Callable[[str, str], None] | None = None,
     ):
         if default_max_tokens <= 0:
             raise ValueError("default_max_tokens must be positive")
@@ -73,6 +74,9 @@ class CaptureProxy:
         self.keepalive_s = keepalive_s
         self.max_body_bytes = max_body_bytes
         self.sample_timeout_s = sample_timeout_s
+        # Called with (trial id, reason) once a turn of a trial could not be captured, from
+        # whichever thread found it out: the runner stops that trial (it cannot be trained on).
+        self._on_capture_lost = on_capture_lost
         self.port: int | None = None  # the bound port, once started
         self._listen_port = port
         self._publish_fn = publish
@@ -192,3 +196,8 @@ class CaptureProxy:
 
     def _capture_lost(self, trial_id: str, reason: str) -> None:
         self._publish(CaptureLost(step=self.step, group=self.group, trial=trial_id, error=reason))
+        if self._on_capture_lost is not None:
+            try:
+                self._on_capture_lost(trial_id, reason)
+            except Exception:  # noqa: BLE001 - the host's callback must never break a model call
+                log.exception("on_capture_lost failed")

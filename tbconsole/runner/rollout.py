@@ -9,7 +9,10 @@ trial's captured turns into a ``Trajectory`` and its verifier reward into the gr
 A trial that must not be scored (see ``outcomes``) cancels the group's other trials; the
 decision hook then chooses between stopping the run (the recipe's behaviour, and the
 headless default) and retrying the whole group. A gateway that stops answering (the run's
-``GatewayWatch``) cancels every group in flight the same way, before any trial is scored.
+``GatewayWatch``) cancels every group in flight the same way, before any trial is scored. A
+trial whose capture is lost (the proxy could not persist a turn) is stopped at once
+(``cancel``): it can never be scored, and its agent would otherwise retry the refused call
+until its own timeout.
 
 Each attempt of a group (first run, retry, a resumed step) claims names no earlier attempt
 used: trial ids, trial folders and the capture folder, so nothing is appended to or written
@@ -44,12 +47,12 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
-from tbconsole.runner.cancel import CancelledByUser, TrialCancel
+from tbconsole.runner.cancel import TrialCancel, TrialStopped
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
 from tbconsole.runner.datums import DatumStats, conversation_order, datum_stats
 from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
-from tbconsole.runner.outcomes import Capture, Outcome, TrialFailed, cancelled_by_user, failure, judge
+from tbconsole.runner.outcomes import Capture, Outcome, TrialFailed, failure, judge
 from tbconsole.runner.trials import TrialTemplate
 
 if TYPE_CHECKING:  # the proxy is imported when a group runs (run_group)
@@ -188,6 +191,7 @@ class TrialRun:
     trial_dir: str | None = None
     turns: list = field(default_factory=list)
     data: DatumStats = field(default_factory=DatumStats)  # what its turns cost to train
+    cancel: TrialCancel = field(default_factory=TrialCancel)  # stops it: the user, a lost capture
 
     def trial_reward(self) -> TrialReward:
         """The cookbook's reward and metrics of this (scored) trial: its exit status, and its
@@ -210,6 +214,19 @@ async def run_group(
     step, group = builder.batch, builder.group
     capture_dir, trial_ids = claim_attempt(ctx, builder, attempt)
     gateway = ctx.gateway
+    runs = [TrialRun(t) for t in trial_ids]
+    loop = asyncio.get_running_loop()
+
+    def stop_lost(trial: str, reason: str) -> None:
+        # A trial with a turn it could not capture can never be scored: stop it now rather
+        # than let its agent retry the refused call until its timeout (sandbox time for nothing).
+        for run in runs:
+            if run.trial_id == trial:
+                run.cancel.request(failure(FailureKind.CAPTURE_LOST, f"{reason} (the trial was stopped at once)"))
+
+    def capture_lost(trial: str, reason: str) -> None:  # from the proxy's threads
+        loop.call_soon_threadsafe(stop_lost, trial, reason)
+
     proxy = CaptureProxy(
         renderer=ctx.renderer,
         tokenizer=ctx.tokenizer,
@@ -222,10 +239,10 @@ async def run_group(
         listen_host=ctx.listen_host,
         advertised_host=ctx.advertised_host,
         on_sampler_error=(lambda _trial, _exc: gateway.suspect()) if gateway is not None else None,
+        on_capture_lost=capture_lost,
         continuity=ctx.token_continuity,
     )
     await proxy.start()
-    runs = [TrialRun(t) for t in trial_ids]
     try:
         ctx.publish(GroupStarted(step=step, group=group, task=builder.task_name, trials=trial_ids, proxy_url=proxy.url))
         for run in runs:
@@ -297,7 +314,7 @@ async def _run_trial(
 ) -> None:
     """One trial, queued for a slot of its group, then run; the user may cancel it at any point
     (``RunControl.cancel_trial``): it then ends as cancelled and its group raises."""
-    cancel = TrialCancel()
+    cancel = run.cancel
     queued = time.monotonic()
     with ctx.control.trial_running(run.trial_id, cancel.request):
         try:
@@ -306,8 +323,8 @@ async def _run_trial(
                 await _run_admitted(ctx, builder, proxy, run, cancel)
             finally:
                 limit.release()
-        except CancelledByUser:
-            raise _failed(ctx, builder, run, cancelled_by_user(), queued) from None
+        except TrialStopped as stopped:
+            raise _failed(ctx, builder, run, stopped.outcome, queued) from None
 
 
 async def _run_admitted(
@@ -344,16 +361,16 @@ async def _run_admitted(
         created = ctx.on_trial_created
         on_created = None if created is None else (lambda trial: created(run.trial_id, trial))
         result = await cancel.run(run_harbor_trial(config, on_phase, on_created))
-    except CancelledByUser:
-        raise _failed(ctx, builder, run, cancelled_by_user(), started) from None
+    except TrialStopped as stopped:
+        raise _failed(ctx, builder, run, stopped.outcome, started) from None
     except TrialNotCreated as exc:
         raise _failed(ctx, builder, run, failure(exc.exception_type, str(exc)), started) from None
     except Exception as exc:  # noqa: BLE001 - e.g. Harbor cannot write the trial folder (a full disk)
         # Whatever escapes Harbor is the trial's infrastructure failing: one TrialFailed like
         # any other (never scored), not a raw error that would end the run as an ExceptionGroup.
         raise _failed(ctx, builder, run, failure(type(exc).__name__, str(exc)), started) from exc
-    if cancel.requested:  # Harbor swallowed the cancel while it stopped the sandbox, and returned
-        raise _failed(ctx, builder, run, cancelled_by_user(), started)
+    if cancel.outcome is not None:  # Harbor swallowed the cancel while it stopped the sandbox, and returned
+        raise _failed(ctx, builder, run, cancel.outcome, started)
 
     run.turns = proxy.turns(run.trial_id)
     run.data = datum_stats(run.turns)

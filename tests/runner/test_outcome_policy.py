@@ -286,4 +286,6 @@ async def test_lost_capture_raises(tmp_path, sandbox_root):
     finally:
         subprocess.run(["umount", "-l", str(full)], check=False)
     assert failure.value.exception_type == "CaptureLost"
+    # Stopped at once, not after the agent retried the refused call until its 30 s timeout.
+    assert "stopped at once" in str(failure.value), failure.value
     assert any(e.kind == "proxy.capture_lost" for e in seen)
