@@ -89,19 +89,6 @@ async def test_claude_code(tmp_path, sandbox_root, monkeypatch):
     _check_scored(run)
 
 
-async def test_claude_code_with_a_model_name_it_does_not_know(tmp_path, sandbox_root, monkeypatch):
-    """Named ``policy``, Claude Code 2.1.332 puts its environment notes in a ``system`` turn inside
-    ``messages`` (it does not for a Claude model name): the proxy must take that turn too."""
-    _require_cli("claude-code")
-    config = json.loads((EXAMPLES / "claude-code-local.json").read_text())
-    config["agent"]["model_name"] = "anthropic/policy"
-    path = tmp_path / "trial.json"
-    path.write_text(json.dumps(config))
-    run = await run_trial(tmp_path, sandbox_root, monkeypatch, path, max_tokens=MAX_TOKENS)
-    _check(run, tmp_path, "claude-code-policy", "/v1/messages")
-    _check_scored(run)
-
-
 async def test_codex(tmp_path, sandbox_root, monkeypatch):
     _require_cli("codex")
     run = await run_trial(tmp_path, sandbox_root, monkeypatch, EXAMPLES / "codex-local.json", max_tokens=MAX_TOKENS)

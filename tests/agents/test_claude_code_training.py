@@ -1,8 +1,12 @@
 """One training step with Claude Code: `tbconsole demo` on a bundled task with the shipped
 claude-code example config — Claude Code's streamed Anthropic calls are captured with log-probs
-and the cookbook's PPO step trains on exactly those tokens. One trial (Claude Code's four calls of
-about 26k tokens each do not merge into one datum; more would exceed what two cores train in a
-test's time)."""
+and the cookbook's PPO step trains on exactly those tokens. One trial (its calls of about 26k
+tokens each; more would exceed what two cores train in a test's time).
+
+The model is named ``anthropic/policy``, a name Claude Code does not know: it then puts its
+environment notes in a ``system`` turn inside ``messages`` (it does not for a Claude model
+name, which ``test_agent_trials.test_claude_code`` runs), and the proxy must take that turn too:
+every call is answered and captured."""
 
 import json
 import os
@@ -26,6 +30,10 @@ def test_a_one_step_training_run_with_claude_code(tmp_path):
     problem = agents.problem("claude-code")
     if problem:
         pytest.fail(problem, pytrace=False)
+    config = json.loads(EXAMPLE.read_text())
+    config["agent"]["model_name"] = "anthropic/policy"
+    trial_config = tmp_path / "trial.json"
+    trial_config.write_text(json.dumps(config))
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "hello-file").symlink_to(BUNDLED_TASKS_DIR / "hello-file")
@@ -38,7 +46,7 @@ def test_a_one_step_training_run_with_claude_code(tmp_path):
             "demo",
             "--headless",
             f"config.log_path={log}",
-            f"harbor.trial_config={EXAMPLE}",
+            f"harbor.trial_config={trial_config}",
             f"config.dataset_builder.tasks_dir={tasks}",
             "config.dataset_builder.groups_per_batch=1",
             "config.dataset_builder.group_size=1",
