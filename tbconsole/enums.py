@@ -72,6 +72,11 @@ class ControlCommand(StrEnum):
     ABORT = "abort"
     DECIDE = "decide"  # argument: a Decision
     CANCEL_TRIAL = "cancel_trial"  # argument: the trial id
+    # The difficulty ledger's actions, from the next batch on (argument: the task's name; for
+    # weight_task "TASK=WEIGHT"). Recorded as task.admission events; a resumed run replays them.
+    DROP_TASK = "drop_task"
+    READMIT_TASK = "readmit_task"
+    WEIGHT_TASK = "weight_task"
 
 
 class Decision(StrEnum):
@@ -87,6 +92,23 @@ class DecisionBy(StrEnum):
     CONSOLE = "console"  # someone chose, in a console or with a command file
     HEADLESS_DEFAULT = "headless-default"  # no one to ask: the default, at once
     TIMEOUT_DEFAULT = "timeout-default"  # no one chose in time: the default
+
+
+class AdmissionBy(StrEnum):
+    """Who changed a task's place in the batches (``task.admission``'s ``by``)."""
+
+    USER = "user"  # a console's action or a command file (drop_task, readmit_task, weight_task)
+    POLICY = "policy"  # the ledger's skip policy (ledger.skip_after, ledger.skip_steps)
+
+
+class GroupSignal(StrEnum):
+    """What a trained group's rewards teach (the difficulty ledger): all solved and all failed
+    are both constant, so the cookbook's advantages are all zero and the group trains nothing."""
+
+    MIXED = "mixed"
+    ALL_SOLVED = "all_solved"
+    ALL_FAILED = "all_failed"
+    CONSTANT = "constant"  # one reward for every trial, neither solved nor failed (partial credit)
 
 
 class RunStatus(StrEnum):
@@ -191,6 +213,7 @@ class PanelName(StrEnum):
     LOG = "log"
     DECISION = "decision"
     ADVISORIES = "advisories"
+    LEDGER = "ledger"  # the difficulty ledger (its own screen)
 
 
 class SpanKind(StrEnum):

@@ -91,6 +91,9 @@ class RunStarted(Event):
     group_size: int
     tasks: list[str]
     config: dict[str, Any]  # redacted
+    # The difficulty ledger's families: task -> its task.toml [metadata] category, or its name by
+    # the run's name rule (ledger.family_pattern). Empty in runs recorded before it was.
+    task_families: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +141,22 @@ class BatchStarted(Event):
 class BatchEnded(Event):
     kind: ClassVar[str] = "batch.ended"
     step: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskAdmission(Event):
+    """A task's place in the training batches changed, from batch ``step`` on: ``weight`` 0 drops
+    it, 1 is the default share, 2 twice as many groups (``runner.schedule``). The held-out
+    evaluation's tasks are never changed. ``until`` (the policy's skips): the batch it comes back
+    in, as another task.admission."""
+
+    kind: ClassVar[str] = "task.admission"
+    task: str
+    weight: float
+    step: int
+    by: str  # an AdmissionBy value
+    reason: str | None = None
+    until: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

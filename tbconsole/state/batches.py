@@ -154,6 +154,7 @@ def group_started(state: RunState, e: GroupStarted) -> None:
                 g.retired.add(old)
             _forget_trial(state, summary, old)
     g.trials = list(e.trials)
+    state.ledger.group_started(e.step, e.group, e.task)
     for i, name in enumerate(e.trials):
         t = state.trials.get(name)
         if t is None or t.step != e.step or t.group != e.group:
@@ -188,7 +189,8 @@ def group_ended(state: RunState, e: GroupEnded) -> None:
     g.error = clip(e.error, 2000)
     if not e.ok:  # the runner cancelled the group's other trials
         cancel_unfinished(state, g.trials, e.ts)
-    state.mark_changed(PanelName.TRIALS, PanelName.REWARDS)
+    state.ledger.group_ended(e.step, e.group, list(e.rewards), e.ok)
+    state.mark_changed(PanelName.TRIALS, PanelName.REWARDS, PanelName.LEDGER)
 
 
 def trial_phase(state: RunState, e: TrialPhaseChanged) -> None:
@@ -232,6 +234,8 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     if t is None:
         return
     _apply_end(t, e)
+    if isinstance(e.timings, dict):
+        state.ledger.trial_ended(e.step, e.group, e.timings.get("total"))
     stats = state.task_stats.get(t.task)
     if stats is None:
         stats = state.task_stats[t.task] = TaskStats(task=t.task)

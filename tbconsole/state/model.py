@@ -8,13 +8,13 @@ is kept for the last ``KEEP_STEPS`` steps, trends and logs are ring buffers.
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from tbconsole.enums import ControlState, PanelName, TrialPhase
 from tbconsole.events import CheckpointSaved, DecisionMade, ErrorRaised, ProxyRequest
+from tbconsole.state.ledger import Ledger, family_by_name
 
 KEEP_STEPS = 3  # steps whose trials (and their turn lists) stay in memory
 MAX_TURNS = 400  # turns kept per trial (the oldest are dropped; counts stay exact)
@@ -238,13 +238,11 @@ class StepSummary:
         return max(0.0, end - self.started)
 
 
-FAMILY_SUFFIX = re.compile(r"-\d+$")
-
-
 def task_family(task: str) -> str:
-    """The family a task belongs to by name: its variants are ``<family>-<number>`` (the demo's
-    ``count-errors-003``); any other task is a family of its own."""
-    return FAMILY_SUFFIX.sub("", task) or task
+    """The family a task belongs to by name (``ledger.family_by_name``): the demo's variants are
+    ``<family>-<number>`` (``count-errors-003``), materialized with the run's order in front
+    (``014-count-errors-003``); any other task is a family of its own."""
+    return family_by_name(task)
 
 
 @dataclass
@@ -392,6 +390,7 @@ class RunState:
     totals: Counters = field(default_factory=Counters)
     steps: dict[int, StepSummary] = field(default_factory=dict)
     task_stats: dict[str, TaskStats] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)  # the difficulty ledger (``state.ledger``)
     metrics_latest: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, deque[tuple[int, float]]] = field(default_factory=dict)  # key -> (step, value)
     checkpoints: list[CheckpointSaved] = field(default_factory=list)

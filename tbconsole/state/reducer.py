@@ -37,6 +37,7 @@ from tbconsole.events import (
     RunEnded,
     RunStarted,
     StepMetrics,
+    TaskAdmission,
     TrialEnded,
     TrialPhaseChanged,
 )
@@ -102,6 +103,8 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     state.group_size = e.group_size
     state.tasks = list(e.tasks)
     state.config = dict(e.config)
+    if isinstance(e.task_families, dict):
+        state.ledger.families.update({str(k): str(v) for k, v in e.task_families.items()})
     state.evaluation = None
     state.started = e.ts
     state.ended = None
@@ -114,6 +117,17 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     if state.gateway.base_url is None:
         state.gateway.base_url = e.base_url
     state.mark_changed(*PANELS)
+
+
+def _task_admission(state: RunState, e: TaskAdmission) -> None:
+    weight = e.weight if isinstance(e.weight, (int, float)) and e.weight >= 0 else 0.0
+    state.ledger.admission(e.task, float(weight), e.step, e.by, e.reason, e.until)
+    if weight == 0:
+        what = f"dropped from step {e.step}" + (f" until step {e.until}" if e.until is not None else "")
+    else:
+        what = f"weight {weight:g} from step {e.step}"
+    add_log(state, e.ts, LogLevel.INFO, f"task {e.task}: {what} ({e.by}{': ' + e.reason if e.reason else ''})")
+    state.mark_changed(PanelName.LEDGER)
 
 
 def _evaluation_started(state: RunState, e: EvaluationStarted) -> None:
@@ -297,4 +311,5 @@ _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     LogLine: _log_line,
     AdvisoryRaised: _advisory_raised,
     AdvisoryCleared: _advisory_cleared,
+    TaskAdmission: _task_admission,
 }
