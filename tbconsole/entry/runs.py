@@ -1,8 +1,10 @@
 """`tbconsole runs [DIR]`: the run folders under DIR (default: ./runs, /tmp/harbor-tinker and the
-runs the console was opened on lately), one line each; on a terminal, then a choice to attach."""
+runs the console was opened on lately), one line each; on a terminal, then a choice: one number
+attaches to that run, 2–4 numbers (``1 3``) compare those runs (``tbconsole compare``)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -15,10 +17,11 @@ COLUMNS = ("#", "run", "state", "trained", "reward", "size", "started", "last ev
 def register(sub) -> None:
     p = sub.add_parser(
         "runs",
-        help="list runs (folders with events.jsonl) and attach to one",
+        help="list runs (folders with events.jsonl) and attach to one or compare several",
         description="List the run folders under DIR (up to 3 levels down): state (live, paused, done, "
         "stopped, aborted, failed, or dead: its runner died), steps trained, last reward, size on disk, "
-        "when it started and when it last reported. On a terminal, then choose one to attach to.",
+        "when it started and when it last reported. On a terminal, then choose one to attach to, or mark "
+        "2-4 (e.g. `1 3`) to compare them.",
     )
     p.add_argument(
         "dir",
@@ -46,11 +49,15 @@ def run(args) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return 0
     chosen = _pick(len(runs))
-    if chosen is None:
+    if not chosen:
         return 0
+    if len(chosen) > 1:
+        from tbconsole.entry.compare import compare_console
+
+        return compare_console([runs[i].path for i in chosen], args.theme)
     from tbconsole.entry.attach import attach_console
 
-    return attach_console(runs[chosen].path, args.theme)
+    return attach_console(runs[chosen[0]].path, args.theme)
 
 
 def table(runs, now: float) -> str:
@@ -94,16 +101,35 @@ def _shown_path(path: Path) -> str:
         return str(path)
 
 
-def _pick(count: int) -> int | None:
-    """The chosen run's index, or None (Enter, end of input, ctrl-c)."""
+PROMPT = "attach to [1-{n}], or compare 2-4 of them [e.g. 1 3], Enter to quit: "
+
+
+def _pick(count: int) -> list[int]:
+    """The chosen runs' indexes: one to attach to, 2-4 to compare; none on Enter, end of input
+    or ctrl-c."""
     while True:
         try:
-            answer = input(f"attach to [1-{count}, Enter to quit]: ").strip()
+            answer = input(PROMPT.format(n=count)).strip()
         except (EOFError, KeyboardInterrupt):
             print()
-            return None
+            return []
         if not answer:
-            return None
-        if answer.isdigit() and 1 <= int(answer) <= count:
-            return int(answer) - 1
-        print(f"choose a number from 1 to {count}, or Enter to quit")
+            return []
+        chosen = parse_choice(answer, count)
+        if chosen is not None:
+            return chosen
+        print(f"choose a number from 1 to {count}, or 2 to 4 different ones to compare, or Enter to quit")
+
+
+def parse_choice(answer: str, count: int) -> list[int] | None:
+    """``3`` → [2]; ``1 3``, ``1,3`` → [0, 2]: the runs marked (indexes from 0), in the order
+    given; None for anything else (a number out of range, one given twice, more than four)."""
+    from tbconsole.compare import MAX_RUNS
+
+    words = [w for w in re.split(r"[\s,]+", answer) if w]
+    if not words or not all(w.isdigit() and 1 <= int(w) <= count for w in words):
+        return None
+    chosen = [int(w) - 1 for w in words]
+    if len(set(chosen)) < len(chosen) or len(chosen) > MAX_RUNS:
+        return None
+    return chosen

@@ -1,4 +1,5 @@
-"""``tbconsole attach LOG_PATH --web``: the same console in a browser, through textual-serve.
+"""``tbconsole attach LOG_PATH --web``: the same console in a browser, through textual-serve
+(``tbconsole compare … --web`` serves its comparison the same way: ``serve_command``).
 
 textual-serve starts one process per browser connection; each runs ``tbconsole attach LOG_PATH``
 under Textual's web driver, so a browser gets exactly what a terminal gets (live with controls,
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
+import ipaddress
 import shlex
 import signal
 import socket
@@ -25,24 +27,31 @@ if TYPE_CHECKING:
 
 def serve(log_path: Path, theme: str | None, host: str, port: int) -> int:
     """Serve the console over ``log_path`` on ``host:port`` until Ctrl-C (0); 2 when it cannot listen."""
+    return serve_command(
+        _attach_command(log_path, theme), "attach", str(log_path), f"tbconsole · {log_path.name}", host, port
+    )
+
+
+def serve_command(command: str, prog: str, what: str, title: str, host: str, port: int) -> int:
+    """Serve ``command`` (a shell command that runs a Textual app: one process per browser
+    session) on ``host:port`` until Ctrl-C (0); 2 when it cannot listen. ``prog`` names the
+    subcommand in its messages, ``what`` what it serves."""
     from textual_serve.server import Server  # only here: plain `attach` never loads the web server
 
-    class AttachServer(Server):
+    class QuietServer(Server):
         async def on_startup(self, app: Any) -> None:
             """textual-serve prints a banner here; one line once the port listens is enough."""
 
     url = _url(host, port)
-    server = AttachServer(
-        _attach_command(log_path, theme), host=host, port=port, title=f"tbconsole · {log_path.name}", public_url=url
-    )
-    error = asyncio.run(_serve_until_interrupted(server, host, port, url, log_path))
+    server = QuietServer(command, host=host, port=port, title=title, public_url=url)
+    error = asyncio.run(_serve_until_interrupted(server, host, port, url, f"tbconsole {prog}: serving {what}"))
     if error is not None:
-        print(f"tbconsole attach --web: {error}", file=sys.stderr)
+        print(f"tbconsole {prog} --web: {error}", file=sys.stderr)
         return 2
     return 0
 
 
-async def _serve_until_interrupted(server: Server, host: str, port: int, url: str, log_path: Path) -> str | None:
+async def _serve_until_interrupted(server: Server, host: str, port: int, url: str, serving: str) -> str | None:
     """Listen, then serve until SIGINT/SIGTERM; returns why it could not listen (None: it did)."""
     from aiohttp import web
 
@@ -61,7 +70,7 @@ async def _serve_until_interrupted(server: Server, host: str, port: int, url: st
             if exc.errno == errno.EADDRINUSE:
                 return f"port {port} is already in use on {host}; choose another with --port"
             return f"cannot listen on {host}:{port}: {exc}"
-        print(f"tbconsole attach: serving {log_path} at {url} (Ctrl-C to stop)", flush=True)
+        print(f"{serving} at {url} (Ctrl-C to stop)", flush=True)
         await stop.wait()
     finally:
         await runner.cleanup()
@@ -88,6 +97,16 @@ def _attach_command(log_path: Path, theme: str | None) -> str:
     if theme is not None:
         argv += ["--theme", theme]
     return shlex.join(argv)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _url(host: str, port: int) -> str:

@@ -1,4 +1,4 @@
-"""Pure binning and scaling for the console's text plots (sparklines, bars, histograms).
+"""Pure binning and scaling for the console's text plots (sparklines, bars, histograms, overlays).
 
 No Textual here: these are unit-tested on their own; widgets turn the results into styled text.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 SPARK = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -99,3 +100,55 @@ def reward_bins(values: Sequence[float | None]) -> tuple[list[int], list[str]]:
         data, 10, 0.0 if data and min(data) >= 0 else None, 1.0 if data and max(data) <= 1 and min(data) >= 0 else None
     )
     return counts, [f"{edges[i]:.2g}" for i in range(len(counts))]
+
+
+OVERLAP = -1  # an overlay cell where points of more than one series fall
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Several series on one grid: ``cells[row][col]`` is the index of the series with a point
+    there (row 0 at the top), ``OVERLAP`` where several have, None where none has. The axes'
+    ranges are what the grid spans."""
+
+    cells: list[list[int | None]]
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+
+
+def overlay(
+    series: Sequence[Sequence[tuple[float, float]]],
+    width: int,
+    height: int,
+    lo: float | None = None,
+    hi: float | None = None,
+) -> Overlay | None:
+    """Series of (x, y) points on one ``width`` × ``height`` grid with shared axes (None: no
+    point at all). The x range is every series' points; points of one series that share a column
+    are averaged (as ``resample`` does); y is scaled as ``scale`` does, between lo and hi (the
+    data's min/max by default)."""
+    points = [[(x, y) for x, y in s if math.isfinite(y)] for s in series]
+    xs = [x for s in points for x, _ in s]
+    if not xs or width <= 0 or height <= 0:
+        return None
+    x_lo, x_hi = min(xs), max(xs)
+    ys = [y for s in points for _, y in s]
+    y_lo = min(ys) if lo is None else lo
+    y_hi = max(ys) if hi is None else hi
+
+    def column(x: float) -> int:
+        return 0 if x_hi == x_lo else int((x - x_lo) / (x_hi - x_lo) * (width - 1) + 0.5)
+
+    cells: list[list[int | None]] = [[None] * width for _ in range(height)]
+    for index, s in enumerate(points):
+        buckets: dict[int, list[float]] = {}
+        for x, y in s:
+            buckets.setdefault(column(x), []).append(y)
+        means = {col: sum(ys) / len(ys) for col, ys in buckets.items()}
+        levels = scale(list(means.values()), height, y_lo, y_hi)
+        for col, level in zip(means, levels, strict=True):
+            row = height - 1 - level
+            cells[row][col] = index if cells[row][col] in (None, index) else OVERLAP
+    return Overlay(cells, x_lo, x_hi, y_lo, y_hi)
