@@ -28,6 +28,7 @@ from tbconsole.events import ControlChanged, DecisionMade, Event, LogLine
 from tbconsole.runfolder import RunFolder
 
 COMMANDS = tuple(ControlCommand)
+TASK_COMMANDS = (ControlCommand.DROP_TASK, ControlCommand.READMIT_TASK, ControlCommand.WEIGHT_TASK)
 DECISIONS = tuple(Decision)
 # Once a run has ended (finish), no command applies any more.
 ENDED = (RunStatus.DONE, RunStatus.FAILED)
@@ -57,6 +58,9 @@ class RunControl:
         self.stop_requested = False
         self._running_trials: dict[str, Callable[[], None]] = {}  # trial id -> how to cancel it
         self._ended_trials: set[str] = set()
+        # The difficulty ledger's task commands (drop_task, readmit_task, weight_task): the
+        # runner's ``runner.admission.TaskAdmissions``; None where a run takes none.
+        self.task_commands: Callable[[str, str], None] | None = None
 
     def _set(self, state: ControlState | RunStatus, reason: str | None = None) -> None:
         self.state = state
@@ -112,6 +116,17 @@ class RunControl:
         self._publish(LogLine(level=LogLevel.WARNING, message=f"trial {trial}: cancelling (requested)"))
         cancel()
 
+    def change_task(self, command: str, argument: str) -> None:
+        """A training task's place in the batches, from the next batch on (``drop_task TASK``,
+        ``readmit_task TASK``, ``weight_task TASK=WEIGHT``); recorded as a task.admission event."""
+        if self.state in (ControlState.ABORTING, ControlState.STOPPING, *ENDED):
+            raise ControlError(f"no batch comes after this one while {self.state}")
+        if self.task_commands is None:
+            raise ControlError("this run takes no task changes")
+        if not argument:
+            raise ControlError(f"{command} needs a task name")
+        self.task_commands(command, argument)
+
     def apply(self, command: str, argument: str | None = None) -> None:
         """Dispatch a command by name (the control inbox and the console's palette)."""
         if command not in COMMANDS:
@@ -120,6 +135,8 @@ class RunControl:
             self.decide(argument or "")
         elif command == ControlCommand.CANCEL_TRIAL:
             self.cancel_trial(argument or "")
+        elif command in TASK_COMMANDS:
+            self.change_task(command, argument or "")
         else:
             getattr(self, command)()
 

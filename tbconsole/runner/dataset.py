@@ -6,7 +6,9 @@ rollout strategy (``tbconsole.runner.rollout``), which stores each trial's outco
 builder for ``compute_group_rewards`` to return.
 
 Batch ``i`` holds the groups for task indices ``j % n_tasks``, ``j`` in
-``[i·gpb, min((i+1)·gpb, n_tasks·epochs))``; ``len = ceil(n_tasks·epochs / gpb)``.
+``[i·gpb, min((i+1)·gpb, n_tasks·epochs))``; ``len = ceil(n_tasks·epochs / gpb)`` — the
+recipe's order, which ``runner.schedule`` keeps exactly until the difficulty ledger changes a
+task's place (``runner.admission``): then the batches follow the schedule's weights.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tinker_cookbook.rl.types import (
     Trajectory,
 )
 
+from tbconsole.runner.schedule import Schedule
 from tbconsole.taskset import TaskSetError, discover
 
 
@@ -86,23 +89,25 @@ class HarborDataset(RLDataset):
     group_size: int
     epochs: int
     agent_name: str = "agent"
+    schedule: Schedule = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.schedule = Schedule(len(self.tasks), self.groups_per_batch, len(self.tasks) * self.epochs)
 
     def __len__(self) -> int:
         return math.ceil(len(self.tasks) * self.epochs / self.groups_per_batch)
 
     def get_batch(self, index: int) -> Sequence[HarborGroupBuilder]:
-        total = len(self.tasks) * self.epochs
-        start, end = index * self.groups_per_batch, min((index + 1) * self.groups_per_batch, total)
         return [
             HarborGroupBuilder(
-                task_dir=self.tasks[j % len(self.tasks)],
-                task_index=j % len(self.tasks),
+                task_dir=self.tasks[task],
+                task_index=task,
                 batch=index,
-                group=j - start,
+                group=group,
                 group_size=self.group_size,
                 agent_name=self.agent_name,
             )
-            for j in range(start, end)
+            for group, task in enumerate(self.schedule.batch(index))
         ]
 
 

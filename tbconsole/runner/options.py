@@ -16,6 +16,7 @@ from tinker_cookbook.rl import train as rl_train
 
 from tbconsole.advisories import Thresholds
 from tbconsole.advisories import problems as threshold_problems
+from tbconsole.runner.admission import LedgerOptions, options_problems
 from tbconsole.runner.dataset import HarborDatasetBuilder
 
 RECIPE_NAME = "tbconsole_terminal_bench"
@@ -57,6 +58,9 @@ class TrainArgs:
     harbor: HarborOptions
     # Not in the upstream recipe: the advisories' thresholds (advise.kl_max=0.02, advise.off=disk).
     advise: Thresholds = chz.field(default_factory=Thresholds)
+    # Not in the upstream recipe: the difficulty ledger's family rule and skip policy
+    # (ledger.skip_after=3 ledger.skip_steps=10; runner.admission).
+    ledger: LedgerOptions = chz.field(default_factory=LedgerOptions)
 
 
 DEFAULTS = {
@@ -152,6 +156,9 @@ def check(args: TrainArgs) -> None:
     bad_thresholds = threshold_problems(args.advise)
     if bad_thresholds:
         raise OptionsError("; ".join(bad_thresholds) + " (see the README's Advisories section).")
+    bad_ledger = options_problems(args.ledger)
+    if bad_ledger:
+        raise OptionsError("; ".join(bad_ledger) + " (see the README's Difficulty ledger section).")
     if config.async_config is not None or config.stream_minibatch_config is not None:
         raise OptionsError(
             "The recipe trains synchronously (on-policy): leave config.async_config "

@@ -47,6 +47,7 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
+from tbconsole.runner.admission import TaskAdmissions
 from tbconsole.runner.cancel import TrialCancel, TrialStopped
 from tbconsole.runner.dataset import HarborGroupBuilder, PlaceholderEnv, TrialReward
 from tbconsole.runner.datums import DatumStats, conversation_order, datum_stats
@@ -84,7 +85,10 @@ class RunContext:
     token_continuity: bool = True  # harbor.token_continuity: sampled tokens kept in later prompts
     # (trial id, Harbor's Trial) as each trial is created: the advisories learn its agent timeout.
     on_trial_created: Callable[[str, Any], None] | None = None
+    # The difficulty ledger's changes to the tasks' places (``runner.admission``); None: none.
+    admissions: TaskAdmissions | None = None
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
+    _plans: dict[int, list[Path]] = field(default_factory=dict)  # batch -> each group's task, as opened
     _groups: set[asyncio.Task] = field(default_factory=set)  # groups running now (any batch)
 
     @property
@@ -102,14 +106,22 @@ class RunContext:
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
-    async def batch_gate(self, batch: int) -> None:
-        """The first group of a batch waits at the boundary (pause); the others share its answer."""
+    async def batch_gate(self, builder: HarborGroupBuilder) -> None:
+        """The first group of a batch waits at the boundary (pause); the others share its answer.
+        Past it, the group runs the task the batch was opened with: the cookbook made its
+        builders before the boundary, and a task dropped or weighted meanwhile (while paused,
+        say) changes the batch still."""
+        batch = builder.batch
         gate = self._gates.get(batch)
         if gate is None:
             gate = asyncio.ensure_future(self._open_batch(batch))
             self._gates[batch] = gate
         if not await asyncio.shield(gate):
             raise StopRun(f"no new batch after {batch - 1}: {self.control.state}")
+        plan = self._plans.get(batch)
+        if plan is not None and builder.group < len(plan) and builder.task_dir != plan[builder.group]:
+            builder.task_dir = plan[builder.group]
+            builder.task_index = self.dataset.tasks.index(builder.task_dir)
 
     @property
     def last_batch(self) -> int | None:
@@ -119,7 +131,11 @@ class RunContext:
     async def _open_batch(self, batch: int) -> bool:
         if not await self.control.batch_boundary():
             return False
+        if self.admissions is not None:
+            self.admissions.open_batch(batch)
         groups = self.dataset.get_batch(batch) if self.dataset is not None else []
+        self._plans = {b: plan for b, plan in self._plans.items() if b >= batch - 1}
+        self._plans[batch] = [g.task_dir for g in groups]
         self.publish(
             BatchStarted(
                 step=batch, groups=[{"group": g.group, "task": g.task_name, "trials": g.group_size} for g in groups]
@@ -143,7 +159,7 @@ class HarborRolloutStrategy(RolloutStrategy):
             self.ctx._groups.discard(task)
 
     async def _execute(self, builder: HarborGroupBuilder, policy) -> RolloutResult:
-        await self.ctx.batch_gate(builder.batch)
+        await self.ctx.batch_gate(builder)
         if not hasattr(policy, "sampling_client"):
             raise TypeError("the recipe samples through a Tinker sampling client (TinkerTokenCompleter)")
         sampling_client = policy.sampling_client

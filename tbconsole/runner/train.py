@@ -36,11 +36,13 @@ from tbconsole.events import (
     RunEnded,
     RunStarted,
     StepMetrics,
+    read_events_of,
     redact,
 )
 from tbconsole.inert import strip_ansi
 from tbconsole.notify import Notifier
 from tbconsole.runner import health
+from tbconsole.runner.admission import ADMISSION_KINDS, TaskAdmissions, task_families
 from tbconsole.runner.advise import AdvisoryWatcher
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
@@ -80,11 +82,18 @@ class DerivedMetrics(ml_log.Logger):
     def log_hparams(self, config: Any) -> None:
         pass
 
+    def __init__(self) -> None:
+        # The difficulty ledger's figures of a trained step (``ledger/*``), once the run has one.
+        self.step_figures: Callable[[int], dict[str, float]] | None = None
+
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         trained = metrics.get("env/all/data/trained_tokens")
         context = metrics.get("env/all/data/context_tokens")
         if isinstance(trained, (int, float)) and isinstance(context, (int, float)) and context > 0:
             metrics["env/all/data/token_amplification"] = float(trained) / float(context)
+        batch = metrics.get("progress/batch")
+        if self.step_figures is not None and isinstance(batch, int):
+            metrics.update(self.step_figures(batch))
 
 
 class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
@@ -213,7 +222,8 @@ async def _run(
         log_dir=config.log_path, wandb_project=config.wandb_project, config=config, wandb_name=config.wandb_name
     )
     loggers = cast(ml_log.MultiplexLogger, ml_logger).loggers
-    loggers.insert(0, DerivedMetrics())
+    derived = DerivedMetrics()
+    loggers.insert(0, derived)
     loggers.append(EventMetricsLogger(publish))
     _quiet_console_logging()
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
@@ -245,6 +255,16 @@ async def _run(
         evaluators.append(HeldOutEvaluator(ctx, Path(harbor.eval_tasks_dir), harbor.eval_group_size))
     dataset = cast(HarborDataset, (await config.dataset_builder())[0])  # the recipe's builder
     ctx.dataset = dataset
+    admissions = TaskAdmissions(
+        [p.name for p in dataset.tasks], dataset.schedule, args.ledger, publish, next_batch=start_batch
+    )
+    # A resumed run's earlier changes and groups (the events before this start), then every new one.
+    stop_admissions, earlier_end = bus.subscribe_after_file(admissions.observe)
+    if earlier_end > 0 and bus.path is not None:
+        admissions.replay(read_events_of(bus.path, ADMISSION_KINDS, end=earlier_end))
+    ctx.admissions = admissions
+    control.task_commands = admissions.request
+    derived.step_figures = admissions.ledger.step_figures
     num_batches = len(dataset)
     end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
     checkpoint_mgr = PublishingCheckpointManager(
@@ -274,7 +294,15 @@ async def _run(
             groups_per_batch=dataset.groups_per_batch,
             group_size=dataset.group_size,
             tasks=[p.name for p in dataset.tasks],
-            config=redact({"config": _plain(args.config), "harbor": _plain(harbor), "advise": asdict(args.advise)}),
+            task_families=task_families(dataset.tasks, args.ledger.family_pattern),
+            config=redact(
+                {
+                    "config": _plain(args.config),
+                    "harbor": _plain(harbor),
+                    "advise": asdict(args.advise),
+                    "ledger": _plain(args.ledger),
+                }
+            ),
         )
     )
     if resume:
@@ -326,6 +354,8 @@ async def _run(
             task.cancel()
         await asyncio.gather(*background, aborted, return_exceptions=True)
         stop_advice()
+        stop_admissions()
+        control.task_commands = None
         ml_logger.close()
     await _close_session(service_client, result.status)
     control.finish(RunStatus.DONE if result.ended_well else RunStatus.FAILED, result.message)
