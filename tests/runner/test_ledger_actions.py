@@ -146,7 +146,7 @@ def recipe_args(root: Path, sandbox_root: Path, base_url: str) -> list[str]:
         f"config.log_path={root / 'run'}",
         f"config.dataset_builder.tasks_dir={tasks(root)}",
         "config.dataset_builder.groups_per_batch=2",
-        "config.dataset_builder.group_size=2",
+        "config.dataset_builder.group_size=1",
         "config.dataset_builder.epochs=5",
         "config.max_steps=7",
         "config.save_every=1",
