@@ -419,10 +419,11 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
             return False
         try:
             self.controls.send(command, argument)
-        except (ControlError, TimeoutError, OSError) as exc:
-            self.notify(str(exc), title=f"{command} not sent", severity="error")
+        except (ControlError, TimeoutError, OSError) as exc:  # its text may quote a task's name: no markup
+            self.notify(one_line(exc, 300), title=f"{command} not sent", severity="error", markup=False)
             return False
-        self.notify(f"{command}{' ' + argument if argument else ''} sent ({self.controls.where})", timeout=2)
+        said = f"{command}{' ' + one_line(argument, 100) if argument else ''} sent ({self.controls.where})"
+        self.notify(said, timeout=2, markup=False)
         return True
 
     def _send_if_yes(self, command: str, argument: str | None = None) -> Callable[[bool | None], None]:
@@ -618,6 +619,12 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
 
         self.push_screen(FindScreen())
 
+    def open_ledger(self) -> None:
+        """``D``: the difficulty ledger (kept between opens: its sort and view stay)."""
+        from tbconsole.ui.screens.ledger import LedgerScreen
+
+        self._push_kept("ledger", LedgerScreen)
+
     def open_timeline(self) -> None:
         """``w``: the waterfall of the current step, or of the step being replayed."""
         from tbconsole.ui.screens.timeline import TimelineScreen
@@ -746,4 +753,7 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
             yield SystemCommand("Find across trials", "Search the transcripts for a word or a regex", self.open_find)
             yield SystemCommand(
                 "Timeline", "Where the step's time went: trials' phases, sampling, training", self.open_timeline
+            )
+            yield SystemCommand(
+                "Difficulty ledger", "Per task: solve rate by step, sandbox time that trained nothing", self.open_ledger
             )

@@ -32,6 +32,7 @@ from tbconsole.ui.data.source import ListSource
 from tbconsole.ui.present.wording import exit_summary
 from tbconsole.ui.screens.advisories import AdvisoriesScreen
 from tbconsole.ui.screens.help import HelpScreen
+from tbconsole.ui.screens.ledger import LedgerScreen
 from tbconsole.ui.screens.log import LogScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
@@ -205,6 +206,7 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
             ("l", LogScreen, "log"),
             ("v", AdvisoriesScreen, "advisories"),
             ("question_mark", HelpScreen, "help"),
+            ("D", LedgerScreen, "ledger"),
         ):
             await pilot.press(key)
             await wait_for(pilot, lambda t=screen_type: isinstance(app.screen, t))

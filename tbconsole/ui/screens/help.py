@@ -33,6 +33,12 @@ KEYS = [
     ("g", "the selected trial's group side by side: its trials' rewards, turns and replies"),
     ("f", "find a word in the captured turns (this step; ctrl+t: all kept steps)"),
     ("w", "timeline of the step: each trial's phases and the training on one time axis"),
+    (
+        "D",
+        "difficulty ledger: per task, solve rate by step and the sandbox time that trained nothing; "
+        "there o sorts, f tasks/families, ←/→ older/newer steps, x drops the task (asks first), "
+        "r re-admits it, w sets its weight (from the next batch)",
+    ),
     ("k", "(transcript) the turn's tokens with their logprobs (the turn nearest the view)"),
     ("esc", "back"),
     (

@@ -40,6 +40,19 @@ class ConsoleHost(WidgetHost):
     def run_going(self) -> bool:
         raise NotImplementedError
 
+    @property
+    def replaying(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def controllable(self) -> bool:
+        """Commands can reach a runner: there are controls, this is no replay, the runner lives."""
+        raise NotImplementedError
+
+    def send(self, command: str, argument: str | None = None) -> bool:
+        """Send a run command (a ``ControlCommand``); a refusal is shown as a notification."""
+        raise NotImplementedError
+
     def catch_up(self, screen: Screen[Any]) -> None:
         raise NotImplementedError
 
@@ -56,6 +69,9 @@ class ConsoleHost(WidgetHost):
         raise NotImplementedError
 
     def open_advisories(self) -> None:
+        raise NotImplementedError
+
+    def open_ledger(self) -> None:
         raise NotImplementedError
 
     def can_cancel_trial(self, trial: str | None) -> bool | None:

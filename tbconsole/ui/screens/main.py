@@ -62,6 +62,7 @@ class MainScreen(Screen[None]):
         Binding("v", "advisories", "Advisories"),
         Binding("w", "timeline", "Timeline"),
         Binding("x", "cancel_trial", "Cancel trial", show=False),
+        Binding("D", "ledger", "Ledger", show=False),  # d decides; D for the difficulty ledger
     ]
 
     app = getters.app(ConsoleHost)
@@ -134,6 +135,10 @@ class MainScreen(Screen[None]):
     def action_timeline(self) -> None:
         """Where the current (or replayed) step's time went."""
         self.app.open_timeline()
+
+    def action_ledger(self) -> None:
+        """The difficulty ledger: per task, what each step's groups taught and cost."""
+        self.app.open_ledger()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
