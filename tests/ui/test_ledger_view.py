@@ -14,7 +14,7 @@ from test_ledger import _group, _started, recorded
 from test_ui_snapshots import settle
 
 from tbconsole import events as ev
-from tbconsole.control import ControlError
+from tbconsole.control import RunControl
 from tbconsole.enums import AdmissionBy, PanelName
 from tbconsole.runfolder import RunFolder
 from tbconsole.state import RunState, reduce_all
@@ -131,28 +131,23 @@ async def test_drop_readmit_and_weight_go_to_the_runs_control_inbox(tmp_path):
         assert len(sent()) == 2 and any("in the batches already" in n.message for n in app._notifications)
 
 
-class _Refusing:
-    """A run that does not take the ledger's commands (yet): RunControl's answer to one it lacks."""
-
-    def __init__(self):
-        self.asked = []
-
-    def apply(self, command, argument=None):
-        self.asked.append((command, argument))
-        raise ControlError(f"unknown command {str(command)!r}")
-
-
-async def test_a_refused_command_is_a_notification():
-    control = _Refusing()
+async def test_in_process_the_runs_control_gets_them_or_refuses_with_a_notification():
+    got = []
+    control = RunControl(lambda event: None)
+    control.task_commands = lambda command, argument: got.append((command, argument))
     app = ConsoleApp(source=ListSource(_live_events()), controls=LocalControls(control), clock=lambda: T_FIXED)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.state.step is not None)
         screen = await open_ledger(pilot)
+        first = screen.table.rows[0].name
         await pilot.press("x", "y")
-        await wait_for(pilot, lambda: control.asked)
-        assert control.asked == [("drop_task", screen.table.rows[0].name)]
-        notes = [n for n in app._notifications if n.title == "drop_task not sent"]
-        assert notes and "unknown command 'drop_task'" in notes[0].message and notes[0].severity == "error"
+        await wait_for(pilot, lambda: got)
+        assert got == [("drop_task", first)]
+        control.task_commands = None  # a run that takes no task changes: RunControl says so
+        await pilot.press("w", "ctrl+a", "ctrl+k", "2", "enter")
+        await wait_for(pilot, lambda: any(n.title == "weight_task not sent" for n in app._notifications))
+        note = next(n for n in app._notifications if n.title == "weight_task not sent")
+        assert note.severity == "error" and "no task changes" in note.message and len(got) == 1
         assert isinstance(app.screen, LedgerScreen)
 
 
@@ -240,7 +235,9 @@ def test_weight_prompt_reads_0_to_10():
 
 async def test_pending_then_applied_when_its_batch_starts():
     events = hand_made()
-    app = ConsoleApp(source=ListSource(events), controls=LocalControls(_Refusing()), clock=lambda: T_FIXED)
+    app = ConsoleApp(
+        source=ListSource(events), controls=LocalControls(RunControl(lambda e: None)), clock=lambda: T_FIXED
+    )
     async with app.run_test(size=(160, 30)) as pilot:
         await wait_for(pilot, lambda: app.state.step == 6)
         await open_ledger(pilot)
