@@ -123,15 +123,26 @@ class Ledger:
     admissions: dict[str, Admission] = field(default_factory=dict)  # tasks whose place changed
     changes: list[tuple[int, str, float, str]] = field(default_factory=list)  # (step, task, weight, by)
     family_pattern: str = DEFAULT_FAMILY_PATTERN
+    # Each task's groups, and its row as last built: a redraw rebuilds only the rows of tasks
+    # whose groups or place changed since, so its cost does not grow with the run's length.
+    _by_task: dict[str, dict[tuple[int, int], GroupRecord]] = field(default_factory=dict, repr=False)
+    _rows: dict[str, TaskRow] = field(default_factory=dict, repr=False)
+    rows_built: int = 0  # how many task rows were built (tests read it)
 
     # -- folding ---------------------------------------------------------------------------
 
     def group_started(self, step: int, group: int, task: str) -> None:
-        record = self.groups.get((step, group))
+        key = (step, group)
+        record = self.groups.get(key)
         if record is None or record.task != task:
-            self.groups[(step, group)] = GroupRecord(step, group, task)
+            if record is not None:
+                self._by_task.get(record.task, {}).pop(key, None)
+                self._rows.pop(record.task, None)
+            record = self.groups[key] = GroupRecord(step, group, task)
+            self._by_task.setdefault(task, {})[key] = record
         else:  # a retry: its rewards are the new attempt's; the time spent before stays spent
             record.rewards = None
+        self._rows.pop(task, None)
 
     def group_ended(self, step: int, group: int, rewards: list[float | None], ok: bool) -> None:
         record = self.groups.get((step, group))
@@ -139,15 +150,22 @@ class Ledger:
             return
         scored = [r for r in rewards if isinstance(r, (int, float)) and math.isfinite(r)]
         record.rewards = [float(r) for r in scored] if ok and scored and len(scored) == len(rewards) else None
+        self._rows.pop(record.task, None)
 
     def trial_ended(self, step: int, group: int, seconds: float | None) -> None:
         record = self.groups.get((step, group))
         if record is not None and isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
             record.sandbox_s += float(seconds)
+            self._rows.pop(record.task, None)
 
     def admission(self, task: str, weight: float, step: int, by: str, reason: str | None, until: int | None) -> None:
         self.admissions[task] = Admission(weight, step, by, reason, until)
         self.changes.append((step, task, weight, by))
+        self._rows.pop(task, None)
+
+    def set_families(self, families: dict[str, str]) -> None:
+        self.families.update(families)
+        self._rows.clear()
 
     def family(self, task: str) -> str:
         return self.families.get(task) or family_by_name(task, self.family_pattern)
@@ -162,15 +180,22 @@ class Ledger:
     def streak(self, task: str, before: int | None = None) -> tuple[int, GroupSignal | None]:
         """How many of ``task``'s newest finished groups in a row were constant, and which kind
         (a change of kind ends the streak: solved twice then failed once is a streak of one)."""
-        return _streak([r for r in self.ended(before) if r.task == task])
+        mine = self._by_task.get(task, {}).values()
+        ended = [r for r in mine if r.rewards and (before is None or r.step < before)]
+        return _streak(sorted(ended, key=lambda r: (r.step, r.group)))
 
     def rows(self, tasks: list[str] | None = None) -> list[TaskRow]:
-        """A row per task: the run's tasks (``tasks``, in order) and any other seen in a group."""
-        names = list(dict.fromkeys([*(tasks or []), *(r.task for r in self.groups.values())]))
-        by_task: dict[str, list[GroupRecord]] = {name: [] for name in names}
-        for record in self.groups.values():
-            by_task[record.task].append(record)
-        return [self._row(name, by_task[name]) for name in names]
+        """A row per task: the run's tasks (``tasks``, in order) and any other seen in a group.
+        The rows are shared with later calls: read them, do not change them."""
+        names = list(dict.fromkeys([*(tasks or []), *self._by_task]))
+        out = []
+        for name in names:
+            row = self._rows.get(name)
+            if row is None:
+                row = self._rows[name] = self._row(name, list(self._by_task.get(name, {}).values()))
+                self.rows_built += 1
+            out.append(row)
+        return out
 
     def _row(self, name: str, records: list[GroupRecord]) -> TaskRow:
         cells: dict[int, StepCell] = {}

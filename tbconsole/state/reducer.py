@@ -104,7 +104,7 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     state.tasks = list(e.tasks)
     state.config = dict(e.config)
     if isinstance(e.task_families, dict):
-        state.ledger.families.update({str(k): str(v) for k, v in e.task_families.items()})
+        state.ledger.set_families({str(k): str(v) for k, v in e.task_families.items()})
     state.evaluation = None
     state.started = e.ts
     state.ended = None

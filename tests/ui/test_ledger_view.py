@@ -299,10 +299,16 @@ async def test_one_redraw_of_a_long_run_costs_only_what_is_on_view():
             times.append(time.perf_counter() - start)
         best = min(times)
         print(f"ledger redraw, 100 steps × 89 tasks × 32 groups/step: {best * 1000:.1f} ms")
-        assert best < 0.25
         # only the lines on view were built, each with the steps that fit
         assert len(table._lines) <= table.size.height and len(table.rows) == 89
         assert table.layout_.steps[-1] == 99 and len(table.layout_.steps) < 100
+        # A group ending rebuilds its task's row only: the redraw's model work does not grow
+        # with the run (the time is printed, not asserted: it is the benchmark's to judge).
+        built = state.ledger.rows_built
+        state.ledger.group_started(100, 0, state.tasks[7])
+        state.ledger.group_ended(100, 0, [1.0, 0.0], True)
+        screen.show(state, T_FIXED, {PanelName.LEDGER})
+        assert state.ledger.rows_built == built + 1
 
 
 def test_the_waste_order_breaks_ties_by_sandbox_time():
