@@ -1,0 +1,138 @@
+"""`tbconsole ledger LOG_PATH`: the difficulty ledger as plain text (a row per task or family,
+most wasted sandbox time first), and its actions on a live run from a shell or a script:
+``--drop TASK``, ``--readmit TASK``, ``--weight TASK=W`` (sent through the run's control inbox,
+as an attached console sends them; they apply from the next batch).
+
+Reads only the events the ledger needs (``events.read_events_of``), so a day-long run's folder
+answers in about a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tbconsole.entry.usage import UsageError
+
+KINDS = ("run.started", "group.started", "group.ended", "trial.ended", "task.admission", "batch.started")
+SORT_KEYS = {"waste": "waste", "solve": "solve rate", "name": "name", "streak": "streak"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "ledger",
+        help="the difficulty ledger of a run as text; drop, re-admit or weight a task of a live run",
+        description="The difficulty ledger of the run at LOG_PATH: per task (or family) its solve rate, "
+        "groups, the share of them that carried no signal, sandbox time and the part that trained "
+        "nothing, its streak of constant groups and its place in the batches, with its last steps. "
+        "With --drop/--readmit/--weight, sends that change to the live run (from its next batch).",
+    )
+    p.add_argument("log_path", type=Path, metavar="LOG_PATH", help="the run's folder (its config.log_path)")
+    p.add_argument("--families", action="store_true", help="a row per family instead of per task")
+    p.add_argument("--sort", choices=sorted(SORT_KEYS), default="waste", help="row order (default: waste)")
+    p.add_argument(
+        "--steps", type=int, default=20, metavar="N", help="how many of the newest steps to show (default 20)"
+    )
+    act = p.add_mutually_exclusive_group()
+    act.add_argument("--drop", metavar="TASK", help="take TASK out of the batches from the next batch on")
+    act.add_argument("--readmit", metavar="TASK", help="bring TASK back from the next batch on")
+    act.add_argument("--weight", metavar="TASK=W", help="give TASK weight W (0-10; 2: twice the groups)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from tbconsole.events import read_events_of
+    from tbconsole.runfolder import RunFolder
+    from tbconsole.state import reduce_all
+
+    events = RunFolder(args.log_path).events
+    if not events.is_file():
+        raise UsageError(f"{args.log_path}: no events.jsonl here (not a run folder?)")
+    if args.steps < 1:
+        raise UsageError("--steps must be 1 or more")
+    state = reduce_all(read_events_of(events, KINDS))
+    action = _action(args)
+    if action is not None:
+        return _send(args.log_path, state.tasks, *action)
+    print("\n".join(table(state, families=args.families, sort=SORT_KEYS[args.sort], steps=args.steps)))
+    return 0
+
+
+def table(state, *, families: bool, sort: str, steps: int) -> list[str]:
+    """The ledger's lines: a summary, a header, a row per task or family."""
+    from tbconsole.formatting import format_duration
+    from tbconsole.ui.present import ledger_view as lv
+
+    ledger = state.ledger
+    rows = ledger.family_rows(state.tasks) if families else ledger.rows(state.tasks)
+    rows = lv.sort_rows(rows, sort)
+    current = state.step
+    totals = lv.summary(ledger.rows(state.tasks), current)
+    seen = sorted({s for r in rows for s in r.cells})
+    shown = seen[-steps:]
+    lines = [
+        f"{len(rows)} {'families' if families else 'tasks'} · sandbox {format_duration(totals.sandbox_s)}, "
+        f"{lv.percent(totals.waste_share)} of it in groups that trained nothing · out now: "
+        f"{totals.dropped} dropped, {totals.skipped} skipped · pending: {totals.pending}",
+    ]
+    name_w = max([len("family" if families else "task"), *(len(r.name) for r in rows)])
+    steps_label = f"steps {shown[0]}–{shown[-1]}" if shown else "steps"
+    lines.append(
+        f"{'family' if families else 'task':<{name_w}}  {'solve':>5}  {'groups':>6}  {'nosig':>5}  "
+        f"{'sandbox':>8}  {'waste':>8}  {'streak':<10}  {'state':<34}  {steps_label}"
+    )
+    for row in rows:
+        nosig = row.no_signal_groups / row.groups if row.groups else None
+        streak, _tone = lv.streak_words(row, True)
+        if families:
+            members = [r for r in ledger.rows(state.tasks) if r.family == row.name]
+            where, _tone = lv.family_words(members, current, True)
+            spans: list[tuple[int, int | None]] = []
+        else:
+            where, _tone = lv.state_words(row.admission, current, True)
+            spans = lv.out_spans([c for c in ledger.changes if c[1] == row.name], row.admission)
+        marks = "".join(lv.cell_mark(row.cells.get(s), lv.is_out(spans, s))[0] for s in shown)
+        lines.append(
+            f"{row.name:<{name_w}}  {lv.percent(row.solve_rate):>5}  {row.groups:>6}  {lv.percent(nosig):>5}  "
+            f"{format_duration(row.sandbox_s):>8}  {format_duration(row.no_signal_s):>8}  {streak:<10}  "
+            f"{where:<34}  {marks}"
+        )
+    return lines
+
+
+def _action(args) -> tuple[str, str] | None:
+    from tbconsole.enums import ControlCommand
+
+    if args.drop is not None:
+        return ControlCommand.DROP_TASK, args.drop
+    if args.readmit is not None:
+        return ControlCommand.READMIT_TASK, args.readmit
+    if args.weight is not None:
+        task, sep, value = args.weight.rpartition("=")
+        if not sep or not task:
+            raise UsageError(f"--weight takes TASK=W, not {args.weight!r}")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise UsageError(f"--weight: {value!r} is not a number") from None
+        if not 0 <= weight <= 10:
+            raise UsageError("--weight: W must be between 0 and 10")
+        return ControlCommand.WEIGHT_TASK, args.weight
+    return None
+
+
+def _send(log_path: Path, tasks: list[str], command: str, argument: str) -> int:
+    from tbconsole.control import ControlClient, ControlError
+    from tbconsole.enums import RunnerState
+    from tbconsole.lease import read_lease
+
+    task = argument.rpartition("=")[0] if "=" in argument and argument not in tasks else argument
+    if task not in tasks:
+        raise UsageError(f"{task!r} is not one of the run's training tasks (held-out tasks cannot be changed)")
+    lease = read_lease(log_path)
+    if lease.state is not RunnerState.LIVE:
+        raise UsageError(f"{log_path}: the run is not live ({lease.describe()}); a change needs its runner")
+    try:
+        ControlClient(log_path).send(command, argument)
+    except ControlError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"sent {command} {argument}: it applies from the run's next batch (the run's log says when)")
+    return 0
