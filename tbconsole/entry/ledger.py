@@ -3,8 +3,8 @@ most wasted sandbox time first), and its actions on a live run from a shell or a
 ``--drop TASK``, ``--readmit TASK``, ``--weight TASK=W`` (sent through the run's control inbox,
 as an attached console sends them; they apply from the next batch).
 
-Reads only the events the ledger needs (``events.read_events_of``), so a day-long run's folder
-answers in about a second."""
+Reads only the events the ledger needs (``events.read_events_of``): a 90 MB, 300,000-event
+``events.jsonl`` takes about a second of CPU."""
 
 from __future__ import annotations
 
