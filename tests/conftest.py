@@ -166,6 +166,12 @@ def demo_run(tmp_path_factory) -> Path:
     if problem is not None:
         missing(f"local sandbox unavailable here: {problem}", SANDBOX_FIX)
     log = tmp_path_factory.mktemp("demo-run") / "run"
+    # W&B pass-through, offline: the run's metrics and advisories also go to a local W&B run (under
+    # the run folder, as the cookbook's WandbLogger puts it); wandb's other folders stay beside it.
+    wandb_home = log.parent / "wandb-home"
+    wandb_env = {
+        name: str(wandb_home / name) for name in ("WANDB_DIR", "WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")
+    }
     proc = subprocess.run(
         [
             sys.executable,
@@ -177,10 +183,11 @@ def demo_run(tmp_path_factory) -> Path:
             f"config.max_steps={DEMO_RUN_STEPS}",
             f"config.eval_every={DEMO_RUN_STEPS}",
             "config.save_every=1",  # a checkpoint per update: the learning test reads the policy after each
+            "config.wandb_project=tbconsole-test",
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true", **wandb_env},
         timeout=DEMO_RUN_TIMEOUT,
     )
     _demo_recorded = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from tbconsole import offline
-from tbconsole.entry import bench, compare, ledger, runs, tasks, train, trial, warmup
+from tbconsole.entry import bench, compare, export, ledger, runs, tasks, train, trial, warmup
 from tbconsole.entry.usage import USAGE_EXIT, Parser, UsageError
 
 # Commands that parse their own KEY=VALUE arguments: they get the command line before argparse.
@@ -53,6 +53,7 @@ def build_parser(command: str | None = None) -> Parser:
     _register_engine(sub, full=command == "engine")
     _register_attach(sub, full=command == "attach")
     runs.register(sub)
+    export.register(sub)
     compare.register(sub)
     ledger.register(sub)
     warmup.register(sub, full=command == "warmup")

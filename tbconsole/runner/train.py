@@ -51,6 +51,7 @@ from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
 from tbconsole.runner.trainer_logprobs import RecordingStrategy, RecordingTrainingClient, TrainerLogprobs
 from tbconsole.runner.trials import load_template
+from tbconsole.runner.wandb_advisories import advisories_to_wandb
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +226,7 @@ async def _run(
     derived = DerivedMetrics()
     loggers.insert(0, derived)
     loggers.append(EventMetricsLogger(publish))
+    stop_wandb = advisories_to_wandb(ml_logger, bus)  # the advisories, when the metrics go to W&B
     _quiet_console_logging()
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
     start_batch = resume.batch if resume else 0
@@ -354,6 +356,7 @@ async def _run(
             task.cancel()
         await asyncio.gather(*background, aborted, return_exceptions=True)
         stop_advice()
+        stop_wandb()
         stop_admissions()
         control.task_commands = None
         ml_logger.close()

@@ -248,7 +248,7 @@ SYNC_END = b"\x1b[?2026l"
 ESCAPE = b"\x1b[27u"  # Escape as the kitty keyboard protocol sends it (a lone ESC waits ESCDELAY)
 ESCAPES = re.compile(r"\x1b(?:\[([0-?]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78NOMc])")
 MAIN = "PPO metrics"
-HELP = "trial cells"
+HELP = "pause after the current batch / resume"  # the first key `?` lists: on view however long the list
 TRANSCRIPT = re.compile(r"step \d+ · group \d+ · trial \d+")
 FILTER = "filter trials: task"
 LOG = re.compile(r"█▀* log ▀")  # the log's thick border, with its title

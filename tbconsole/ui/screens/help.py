@@ -40,6 +40,7 @@ KEYS = [
         "r re-admits it, w sets its weight (from the next batch)",
     ),
     ("k", "(transcript) the turn's tokens with their logprobs (the turn nearest the view)"),
+    ("h", "(transcript) the command that opens the trial's Harbor folder in `harbor view`, copied to the clipboard"),
     ("esc", "back"),
     (
         "/",

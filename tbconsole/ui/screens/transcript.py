@@ -10,7 +10,9 @@ wins). Only this screen holds the text, only while it is open; the reducer keeps
 
 The view draws only what is on screen (``TranscriptView``). It follows the bottom unless you
 scrolled up; then it counts the new turns until you come back (End). ``c`` colours the replies'
-tokens by probability; ``k`` opens the token view of the turn at the top of the view.
+tokens by probability; ``k`` opens the token view of the turn at the top of the view; ``h`` shows
+the command that opens the trial's Harbor folder in ``harbor view`` and copies it (the console
+starts no server).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tbconsole.capturefile import CaptureRecord
+from tbconsole.harborview import harbor_view
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.data.captures import CaptureFollower, trial_capture_file
 from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.data.trialfiles import files_signature, load_trial_files
-from tbconsole.ui.present.sanitize import one_line
+from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.present.trial_outputs import TrialFiles
@@ -51,6 +54,7 @@ class TranscriptScreen(Screen[None]):
         Binding("c", "logprobs", "Logprobs"),
         Binding("k", "tokens", "Tokens"),
         Binding("x", "cancel_trial", "Cancel trial"),
+        Binding("h", "harbor_view", "Harbor view"),
         Binding("home", "top", "Top", show=False),
     ]
 
@@ -285,6 +289,18 @@ class TranscriptScreen(Screen[None]):
         if self.logprobs and not self.records:
             self.app.notify("no capture file for this trial (yet)", severity="warning")
         self._status(palette_of(self.app))
+
+    def action_harbor_view(self) -> None:
+        """The command that opens this trial's Harbor trial folder in Harbor's viewer: shown, and
+        copied to the clipboard (the terminal's, through OSC 52, as Textual copies a selection)."""
+        t = self._trial()
+        trial_dir = t.trial_dir if t is not None else self.app.trial_dirs.get(self.trial)
+        if not trial_dir:
+            self.app.notify("h: Harbor has not made this trial's folder (yet)", severity="warning")
+            return
+        view = harbor_view(trial_dir)
+        self.app.copy_to_clipboard(view.command)
+        self.app.notify(plain(view.describe()), title="harbor view · copied to the clipboard", markup=False, timeout=30)
 
     def action_tokens(self) -> None:
         """The token view of the captured turn nearest the top of the view (at or below it, else

@@ -30,6 +30,7 @@ SHORT = {  # an action's label below WIDE columns
     "timeline": "Time",
     "clear_filter": "Clear",
     "cancel_trial": "Cancel",
+    "harbor_view": "Harbor",
 }
 SELDOM = {"filter", "abort", "log"}  # left out below NARROW columns
 
