@@ -125,3 +125,17 @@ def test_streaks_retries_and_admissions():
     assert git.family == "version-control" and easy.family == "easy"
     assert state.ledger.step_figures(2)["ledger/tasks_out"] == 1
     assert any("easy: dropped from step 2 until step 5" in text for _ts, _level, text in state.logs)
+
+
+def test_a_state_snapshot_keeps_the_ledger():
+    from tbconsole.state.snapshot import decode as restore
+    from tbconsole.state.snapshot import encode
+
+    events = recorded("healthy-demo-1")
+    state = reduce_all(
+        [*events, ev.TaskAdmission(task="000-count-lines-074", weight=0.0, step=9, by=AdmissionBy.USER)]
+    )
+    again = restore(encode(state))
+    assert again.ledger.rows(again.tasks) == state.ledger.rows(state.tasks)
+    assert again.ledger.changes == state.ledger.changes
+    assert again.ledger.streak(state.tasks[0]) == state.ledger.streak(state.tasks[0])

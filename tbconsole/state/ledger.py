@@ -123,11 +123,17 @@ class Ledger:
     admissions: dict[str, Admission] = field(default_factory=dict)  # tasks whose place changed
     changes: list[tuple[int, str, float, str]] = field(default_factory=list)  # (step, task, weight, by)
     family_pattern: str = DEFAULT_FAMILY_PATTERN
-    # Each task's groups, and its row as last built: a redraw rebuilds only the rows of tasks
-    # whose groups or place changed since, so its cost does not grow with the run's length.
-    _by_task: dict[str, dict[tuple[int, int], GroupRecord]] = field(default_factory=dict, repr=False)
-    _rows: dict[str, TaskRow] = field(default_factory=dict, repr=False)
-    rows_built: int = 0  # how many task rows were built (tests read it)
+
+    def __post_init__(self) -> None:
+        # Each task's groups, and its row as last built: a redraw rebuilds only the rows of tasks
+        # whose groups or place changed since, so its cost does not grow with the run's length.
+        # Derived from ``groups``, so not fields: a state snapshot keeps the groups alone and a
+        # restored ledger indexes them again here.
+        self._by_task: dict[str, dict[tuple[int, int], GroupRecord]] = {}
+        for key, record in self.groups.items():
+            self._by_task.setdefault(record.task, {})[key] = record
+        self._rows: dict[str, TaskRow] = {}
+        self.rows_built = 0  # how many task rows were built (tests read it)
 
     # -- folding ---------------------------------------------------------------------------
 

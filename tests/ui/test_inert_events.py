@@ -124,7 +124,7 @@ def hostile_run(tmp_path_factory):
         if isinstance(inner, ev.ProxyRequest):
             captures.write(inner)
     # What the synthetic run does not raise: advisories (one raised and one cleared, on a trial
-    # of step 1) and log lines of each level.
+    # of step 1), a task dropped from the batches, and log lines of each level.
     trial = next(e for e in events if isinstance(e, ev.TrialEnded) and e.step == 1)
     at = events[-1].ts
     extra = [
@@ -143,6 +143,7 @@ def hostile_run(tmp_path_factory):
         ),
         ev.AdvisoryRaised(ts=at, key="stall:b", rule="stall", severity="error", message="gone", threshold="x >= 1"),
         ev.AdvisoryCleared(ts=at, key="stall:b", message="back"),
+        ev.TaskAdmission(ts=at, task=trial.trial.split(".")[0], weight=0.0, step=2, by="user", reason="dropped"),
         *(ev.LogLine(ts=at, level=level, message=f"a {level} line") for level in ("info", "warning", "error")),
     ]
     events[-1:-1] = extra
