@@ -132,9 +132,7 @@ def test_a_state_snapshot_keeps_the_ledger():
     from tbconsole.state.snapshot import encode
 
     events = recorded("healthy-demo-1")
-    state = reduce_all(
-        [*events, ev.TaskAdmission(task="000-count-lines-074", weight=0.0, step=9, by=AdmissionBy.USER)]
-    )
+    state = reduce_all([*events, ev.TaskAdmission(task="000-count-lines-074", weight=0.0, step=9, by=AdmissionBy.USER)])
     again = restore(encode(state))
     assert again.ledger.rows(again.tasks) == state.ledger.rows(state.tasks)
     assert again.ledger.changes == state.ledger.changes
