@@ -8,7 +8,7 @@ import pytest
 
 from tbconsole import offline
 
-from tests_support import DEMO_RUN_STEPS, IN_CI, missing
+from tests_support import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS, IN_CI, missing
 
 offline.apply_embedded_defaults()
 
@@ -152,7 +152,8 @@ def pytest_runtest_protocol(item, nextitem):
 def demo_run(tmp_path_factory) -> Path:
     """The run folder of a real, finished `tbconsole demo --headless` (DEMO_RUN_STEPS steps on the
     embedded default: real engine, Harbor trials in the local sandbox, mini-swe-agent through the
-    capture proxy, PPO updates). Recorded once per test session and shared: tests read it, never
+    capture proxy, PPO updates; its held-out evaluations score each variant
+    DEMO_RUN_EVAL_GROUP_SIZE times). Recorded once per test session and shared: tests read it, never
     write to it. Tests that use it need the sandbox (mark them ``root``).
 
     ``TBCONSOLE_TEST_DEMO_RUN=<run folder>`` reuses a folder recorded earlier (for development;
@@ -183,6 +184,7 @@ def demo_run(tmp_path_factory) -> Path:
             f"config.max_steps={DEMO_RUN_STEPS}",
             f"config.eval_every={DEMO_RUN_STEPS}",
             "config.save_every=1",  # a checkpoint per update: the learning test reads the policy after each
+            f"harbor.eval_group_size={DEMO_RUN_EVAL_GROUP_SIZE}",
             "config.wandb_project=tbconsole-test",
         ],
         capture_output=True,

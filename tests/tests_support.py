@@ -16,6 +16,9 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Steps of the demo run recorded once per session (conftest's ``demo_run``). Here, not in
 # conftest: tests/ and tests/ui/ each have a conftest, and `from conftest import` finds either.
 DEMO_RUN_STEPS = 2
+# Its held-out evaluations score each held-out variant once (the demo's default is twice): half
+# the trials, the same paths (the held-out evaluation's trials, captures and events).
+DEMO_RUN_EVAL_GROUP_SIZE = 1
 
 
 def missing(what: str, fix: str) -> None:

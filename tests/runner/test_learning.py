@@ -24,7 +24,7 @@ from tbconsole import warmup as W
 from tbconsole.runfolder import RunFolder
 from tbconsole.runner.demo import HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
 
-from tests_support import DEMO_RUN_STEPS
+from tests_support import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -119,7 +119,7 @@ def multi_turn_run(log: Path) -> None:
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
 
 
-def check_heldout(log: Path, steps: int, rows: list[dict]) -> None:
+def check_heldout(log: Path, steps: int, rows: list[dict], trials: int) -> None:
     """Held-out tasks were scored before the first update (in step 0's row) and after the last
     (a row of its own), each with every trial; the console sees each evaluation begin and end, and
     its trials' own events come wrapped (the console's held-out rows, apart from training's)."""
@@ -128,21 +128,21 @@ def check_heldout(log: Path, steps: int, rows: list[dict]) -> None:
         for r in rows
         if "eval/heldout/reward" in r
     ]
-    assert held == [(0, 0, 8), (None, steps, 8)]
+    assert held == [(0, 0, trials), (None, steps, trials)]
     lines = [json.loads(line) for line in (log / "events.jsonl").read_text().splitlines()]
     marks = [(e["kind"], e["after_updates"], e["trials"]) for e in lines if e["kind"].startswith("evaluation.")]
     assert marks == [
-        ("evaluation.started", 0, 8),
-        ("evaluation.ended", 0, 8),
-        ("evaluation.started", steps, 8),
-        ("evaluation.ended", steps, 8),
+        ("evaluation.started", 0, trials),
+        ("evaluation.ended", 0, trials),
+        ("evaluation.started", steps, trials),
+        ("evaluation.ended", steps, trials),
     ]
     # a trial.ended per trial of each evaluation, each trial's model calls in a held-out capture
     # file, and none of its trials among training's
     held_ended = [e for e in lines if e["kind"] == "heldout.event" and e["event"]["kind"] == "trial.ended"]
     assert sorted({e["after_updates"] for e in held_ended}) == [0, steps]
     for after in (0, steps):
-        assert len([e for e in held_ended if e["after_updates"] == after and e["event"]["scored"]]) == 8
+        assert len([e for e in held_ended if e["after_updates"] == after and e["event"]["scored"]]) == trials
     held_folder = RunFolder(log).heldout
     for e in held_ended:
         inner = e["event"]
@@ -159,7 +159,7 @@ def test_the_demo_recording_evaluates_held_out_tasks_before_and_after_and_saves_
     the multi-turn demo's, below.)"""
     rows = [json.loads(line) for line in (demo_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["progress/batch"] for r in rows if "progress/batch" in r] == list(range(DEMO_RUN_STEPS))
-    check_heldout(demo_run, DEMO_RUN_STEPS, rows)
+    check_heldout(demo_run, DEMO_RUN_STEPS, rows, HELDOUT_VARIANTS * DEMO_RUN_EVAL_GROUP_SIZE)
     assert len(heldout_prompts(demo_run)) == HELDOUT_VARIANTS
     saved = [json.loads(line)["batch"] for line in (demo_run / "checkpoints.jsonl").read_text().splitlines()]
     assert sorted(set(saved)) == list(range(1, DEMO_RUN_STEPS + 1))  # and the final one, after the last
