@@ -105,7 +105,9 @@ def _message(raw: Any) -> MessageText | None:
     )
 
 
-def _reply(raw: Any) -> ReplyText | None:
+def reply_text(raw: Any) -> ReplyText | None:
+    """A capture line's ``reply`` field (as the proxy also keeps it: ``CaptureProxy.replies``) →
+    ReplyText; None when there is none (a line written before text was recorded)."""
     if not isinstance(raw, dict):
         return None
     reasoning, error = raw.get("reasoning"), raw.get("parse_error")
@@ -149,7 +151,7 @@ def decode_record(line: bytes | str) -> CaptureRecord:
         messages=tuple(m for m in map(_message, messages) if m is not None) if isinstance(messages, list) else (),
         echoed=int(raw.get("echoed") or 0),
         restarted=bool(raw.get("restarted")),
-        reply=_reply(raw.get("reply")),
+        reply=reply_text(raw.get("reply")),
     )
 
 

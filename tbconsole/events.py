@@ -167,6 +167,10 @@ class GroupStarted(Event):
     task: str
     trials: list[str]  # trial ids, in order
     proxy_url: str
+    # A digest of the task's instruction.md (``runner.replies.instruction_digest``): tasks with the
+    # same one are variants of one task (the one-reply-many-tasks sign). None in runs recorded
+    # before it was, or when the file cannot be read.
+    instruction: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,6 +219,15 @@ class TrialEnded(Event):
     trained_tokens: int | None = None
     context_tokens: int | None = None
     new_datum: dict[str, int] = field(default_factory=dict)
+    # What its replies did (``runner.replies``, the reward-hacking watch): each command that touched
+    # the verifier's files ({"turn", "access": "write" | "read", "path", "command"}, writes first),
+    # and the replies' fingerprint (their commands, whitespace collapsed): its digest, length in
+    # characters and first characters. Empty / None in runs recorded before these were and for a
+    # trial with no captured text. Commands are text: shown, never run.
+    verifier_touches: list[dict[str, Any]] = field(default_factory=list)
+    reply_digest: str | None = None
+    reply_chars: int | None = None
+    reply_text: str | None = None
 
 
 # -- the capture proxy ------------------------------------------------------------------------

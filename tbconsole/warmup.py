@@ -138,11 +138,16 @@ async def scripted_trial(
     max_tokens: int = 128,
     *,
     trial_config: dict | None = None,
+    task_dir: Path | None = None,
+    group: int = 0,
 ) -> ScriptedTrial:
     """One real trial of ``variant`` (Harbor, the local sandbox, mini-swe-agent through the
     capture proxy) in which model call *i* is answered with a tool call running ``command[i]``
     (the last with the end-of-task marker; calls past the end repeat it); a single command
-    answers every call. ``trial_config`` defaults to the demo's for the variant's family."""
+    answers every call. ``trial_config`` defaults to the demo's for the variant's family.
+    ``task_dir``: a task folder to run instead of the variant's own (a test's planted task);
+    ``group``: the group of step 0 it runs as, so that trials run one after another in one
+    ``work_dir`` make one run folder."""
     from tbconsole.control import RunControl
     from tbconsole.proxy.scripted import Scripted, ScriptedSampler
     from tbconsole.runner.dataset import HarborGroupBuilder
@@ -169,7 +174,11 @@ async def scripted_trial(
         max_tokens=max_tokens,
     )
     builder = HarborGroupBuilder(
-        task_dir=V.write_task(variant, work_dir / "tasks"), task_index=0, batch=0, group=0, group_size=1
+        task_dir=task_dir or V.write_task(variant, work_dir / "tasks"),
+        task_index=0,
+        batch=0,
+        group=group,
+        group_size=1,
     )
     await run_group(ctx, builder, sampler)
     return ScriptedTrial(builder.rewards[0].reward, [call.prompt for call in sampler.calls], events)

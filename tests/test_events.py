@@ -62,6 +62,7 @@ def test_decoding_takes_what_the_writer_writes_and_what_a_newer_one_adds():
         '"scored":true,"reward":1.0,"turns":3,"output_tokens":9,"trial_dir":null,"timings":{}}'
     )
     assert default.new_datum == {} and default.datums is None  # defaults of fields an older writer lacked
+    assert default.verifier_touches == [] and default.reply_digest is None and default.reply_text is None
     assert decode('{"kind": ["log"], "ts": 1}') is None and decode("7") is None
 
 

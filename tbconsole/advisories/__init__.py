@@ -7,8 +7,8 @@ watcher (``tbconsole.runner.advise``) feeds them and publishes what they raise a
 
 - ``thresholds``: every threshold and its default (``advise.<name>=<value>`` on the command line)
 - ``base``: the rule's shape and what rules share; ``facts``: the runner's measurements
-- one module per concern: ``signal``, ``stalls``, ``limits``, ``training``, ``integrity``,
-  ``gateway``, ``disk``
+- one module per concern: ``signal``, ``stalls``, ``limits``, ``training``, ``hacking`` (what
+  the trials' commands did: ``runner.replies`` reads them), ``integrity``, ``gateway``, ``disk``
 - ``advisor``: feeds the rules, raises and clears, disables a rule that crashes; ``replay``
 """
 

@@ -18,12 +18,13 @@ from tbconsole.advisories.amplification import Amplification
 from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.disk import Disk
 from tbconsole.advisories.gateway import GatewayLatency, GatewayProbes, SdkRetries
+from tbconsole.advisories.hacking import OneReplyManyTasks, VerifierTouched
 from tbconsole.advisories.integrity import Captures, Tokens
 from tbconsole.advisories.limits import Limits
 from tbconsole.advisories.signal import NoSignal
 from tbconsole.advisories.stalls import PastTimeout, Stalled
 from tbconsole.advisories.thresholds import RULES, Thresholds
-from tbconsole.advisories.training import Entropy, Kl, RewardHacking
+from tbconsole.advisories.training import Entropy, Kl, ShrinkingReplies
 from tbconsole.enums import LogLevel
 
 RULE_CLASSES: tuple[type[Rule], ...] = (
@@ -33,7 +34,9 @@ RULE_CLASSES: tuple[type[Rule], ...] = (
     Limits,
     Kl,
     Entropy,
-    RewardHacking,
+    ShrinkingReplies,
+    VerifierTouched,
+    OneReplyManyTasks,
     Captures,
     Tokens,
     Amplification,

@@ -18,7 +18,9 @@ RULES = (
     "limits",
     "kl",
     "entropy",
-    "reward-hacking",
+    "shrinking-replies",
+    "verifier-touched",
+    "one-reply-many-tasks",
     "captures",
     "tokens",
     "amplification",
@@ -27,6 +29,9 @@ RULES = (
     "sdk-retries",
     "disk",
 )
+# ``advise.off`` also takes a name for a set of rules: the three reward-hacking watches (the rule
+# was called reward-hacking before it had siblings; a run's recorded options keep working).
+RULE_SETS = {"reward-hacking": ("shrinking-replies", "verifier-touched", "one-reply-many-tasks")}
 
 
 def _t(default, doc: str):
@@ -61,9 +66,16 @@ class Thresholds:
     entropy_drop: float = _t(0.5, "median entropy of the last entropy_steps steps this share under the steps before")
     entropy_steps: int = _t(5, "steps in each of the two windows the entropy rule compares")
     entropy_p: float = _t(0.01, "entropy's fall must be less likely than this by chance (rank test)")
+    # reward hacking: shrinking-replies (the metrics row), one-reply-many-tasks (each trial's
+    # replies' fingerprint); verifier-touched has no threshold (any write is one).
     hack_reward_rise: float = _t(0.1, "reward up by at least this over hack_steps steps …")
     hack_tokens_drop: float = _t(0.5, "… while tokens per reply fell by at least this share")
-    hack_steps: int = _t(3, "steps the reward-hacking sign looks back")
+    hack_steps: int = _t(3, "steps the shrinking-replies sign looks back")
+    one_reply_tasks: int = _t(3, "different tasks (by instruction) one short reply earned the reward on …")
+    one_reply_steps: int = _t(5, "… within this many steps")
+    one_reply_chars: int = _t(
+        300, "a trial's replies (their commands, whitespace collapsed) this long at most are short"
+    )
     # captures / tokens: the proxy's record against the training data.
     token_mismatch: int = _t(0, "tokens the proxy's count and the training data may differ by per step")
     amplification_max: float = _t(1.5, "a step's trained tokens over this × its trials' final contexts")
@@ -81,13 +93,14 @@ class Thresholds:
     disk_error_mib: float = _t(512.0, "free space (MiB) below which disk is an error")
     disk_steps_left: float = _t(5.0, "error when the run's growth per step fills the disk within this many steps")
     # switches.
-    off: str = _t("", "rules turned off, comma-separated (e.g. sdk-retries,disk)")
+    off: str = _t("", "rules turned off, comma-separated (e.g. sdk-retries,disk); reward-hacking: its three watches")
 
     def is_off(self, rule: str) -> bool:
         return rule in self.disabled()
 
     def disabled(self) -> set[str]:
-        return {name.strip() for name in self.off.split(",") if name.strip()}
+        names = {name.strip() for name in self.off.split(",") if name.strip()}
+        return {rule for name in names for rule in RULE_SETS.get(name, (name,))}
 
 
 DEFAULTS = Thresholds()
@@ -101,6 +114,8 @@ _COUNTS = (
     "entropy_steps",
     "kl_base_steps",
     "hack_steps",
+    "one_reply_steps",
+    "one_reply_chars",
     "latency_baseline_probes",
     "failed_probes",
     "sdk_retries",
@@ -137,6 +152,8 @@ def problems(t: Thresholds) -> list[str]:
     for name in _AT_LEAST_ONE:
         if not getattr(t, name) >= 1:
             out.append(f"advise.{name} is a factor: at least 1")
+    if t.one_reply_tasks < 2:
+        out.append("advise.one_reply_tasks must be at least 2 (one task solved by one reply is no sign)")
     if t.timeout_grace_s < 0:
         out.append("advise.timeout_grace_s must not be negative")
     if t.token_mismatch < 0:
@@ -145,5 +162,8 @@ def problems(t: Thresholds) -> list[str]:
         out.append("advise.disk_error_mib must not be above advise.disk_warn_mib")
     unknown = sorted(t.disabled() - set(RULES))
     if unknown:
-        out.append(f"advise.off names unknown rules {', '.join(unknown)} (rules: {', '.join(RULES)})")
+        out.append(
+            f"advise.off names unknown rules {', '.join(unknown)} (rules: {', '.join(RULES)}; "
+            f"sets: {', '.join(RULE_SETS)})"
+        )
     return out

@@ -1,7 +1,8 @@
 """Rules over the cookbook's metrics row of each trained step: kl (the sampler and the trainer
 disagree on the sampled tokens' log-probs; the policy runs away from its base), entropy (falling
 beyond its noise while the reward does not rise: the policy collapsing onto few answers) and
-reward-hacking (reward up while replies get much shorter)."""
+shrinking-replies (reward up while replies get much shorter: one sign of reward hacking; the
+others, over each trial's commands, are in ``hacking``)."""
 
 from __future__ import annotations
 
@@ -167,12 +168,16 @@ class Entropy(MetricsRule):
         )
 
 
-class RewardHacking(MetricsRule):
-    """H0: tokens per reply move with the reward or by their own noise (the corpus: within ±40% of
-    a step's spike). Reward up by ``advise.hack_reward_rise`` over ``advise.hack_steps`` steps while
-    tokens per reply fell by ``advise.hack_tokens_drop`` or more: warning."""
+class ShrinkingReplies(MetricsRule):
+    """H0: tokens per reply move with the reward or by their own noise (the healthy corpus: at most
+    34% down over 3 steps, a one-step spike going back, while the reward rose). Reward up by
+    ``advise.hack_reward_rise`` over ``advise.hack_steps`` steps while tokens per reply fell by
+    ``advise.hack_tokens_drop`` or more: warning. A policy that found a short exploit (an empty
+    answer the verifier passes) earns more with less; one whose exploit is as long as an honest
+    reply (the demo's ``echo 1 > …`` is as long as its solutions) is left to ``verifier-touched``
+    and ``one-reply-many-tasks``."""
 
-    name = "reward-hacking"
+    name = "shrinking-replies"
 
     def judge(self, step: int) -> None:
         t = self.t

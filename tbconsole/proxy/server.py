@@ -172,6 +172,11 @@ class CaptureProxy:
         """The trial's captured turns, in order, with full prompts."""
         return self._trials[trial_id].captured_turns()
 
+    def replies(self, trial_id: str) -> list[tuple[int, dict[str, Any] | None]]:
+        """(turn, reply) of the trial's captured turns, in order: each reply as its capture line
+        holds it (``{"text", "reasoning"?, "tool_calls"?}``)."""
+        return list(self._trials[trial_id].replies)
+
     def lost(self, trial_id: str) -> bool:
         return self._trials[trial_id].lost is not None
 

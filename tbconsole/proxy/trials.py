@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tinker_cookbook.renderers.base import Renderer
 
@@ -109,6 +110,10 @@ class Trial:
         self.writer = writer
         self.renders_at_capture = -1  # renderer.render_count right after the last captured turn
         self.turns: list[_StoredTurn] = []
+        # (turn, the reply as its capture line holds it) for each captured turn: the runner's
+        # reward-hacking watch reads the commands in them when the trial ends. The rest of a
+        # turn's text (the messages, its bulk) is only in the file.
+        self.replies: list[tuple[int, dict[str, Any] | None]] = []
         self.lost: str | None = None
         self.stats = TrialStats()
 
@@ -144,6 +149,7 @@ class Trial:
                 logprobs=tuple(turn.logprobs),
             )
         )
+        self.replies.append((turn.turn, (turn.text or {}).get("reply")))
         self.renders_at_capture = renderer.render_count
         self.stats.captured += 1
         self.stats.prompt_tokens += len(turn.prompt_tokens)

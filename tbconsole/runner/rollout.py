@@ -54,6 +54,7 @@ from tbconsole.runner.datums import DatumStats, conversation_order, datum_stats
 from tbconsole.runner.harbor_trial import TrialNotCreated, run_harbor_trial
 from tbconsole.runner.health import GatewayWatch
 from tbconsole.runner.outcomes import Capture, Outcome, TrialFailed, failure, judge
+from tbconsole.runner.replies import instruction_digest, read_trial
 from tbconsole.runner.trials import TrialTemplate
 
 if TYPE_CHECKING:  # the proxy is imported when a group runs (run_group)
@@ -206,6 +207,7 @@ class TrialRun:
     outcome: Outcome | None = None
     trial_dir: str | None = None
     turns: list = field(default_factory=list)
+    replies: list = field(default_factory=list)  # (turn, reply) as captured: what the hacking watch reads
     data: DatumStats = field(default_factory=DatumStats)  # what its turns cost to train
     cancel: TrialCancel = field(default_factory=TrialCancel)  # stops it: the user, a lost capture
 
@@ -260,7 +262,16 @@ async def run_group(
     )
     await proxy.start()
     try:
-        ctx.publish(GroupStarted(step=step, group=group, task=builder.task_name, trials=trial_ids, proxy_url=proxy.url))
+        ctx.publish(
+            GroupStarted(
+                step=step,
+                group=group,
+                task=builder.task_name,
+                trials=trial_ids,
+                proxy_url=proxy.url,
+                instruction=instruction_digest(str(builder.task_dir)),
+            )
+        )
         for run in runs:
             ctx.publish(
                 TrialPhaseChanged(
@@ -389,6 +400,7 @@ async def _run_admitted(
         raise _failed(ctx, builder, run, cancel.outcome, started)
 
     run.turns = proxy.turns(run.trial_id)
+    run.replies = proxy.replies(run.trial_id)
     run.data = datum_stats(run.turns)
     capture = Capture(
         stats=proxy.stats(run.trial_id),
@@ -410,6 +422,9 @@ def _failed(
 
 
 def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, outcome: Outcome, started: float) -> None:
+    # The reward-hacking watch reads the trial's replies here, where they are (the advisories
+    # get only the event): the verifier's files its commands touched, and its replies' fingerprint.
+    reading = read_trial(run.replies, builder.task_dir)
     ctx.publish(
         TrialEnded(
             step=builder.batch,
@@ -428,6 +443,10 @@ def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, ou
             trained_tokens=run.data.trained_tokens if run.turns else None,
             context_tokens=run.data.context_tokens if run.turns else None,
             new_datum=dict(run.data.new_datum),
+            verifier_touches=[t.to_json() for t in reading.touches],
+            reply_digest=reading.digest,
+            reply_chars=reading.chars,
+            reply_text=reading.text,
         )
     )
 

@@ -67,10 +67,24 @@ class Stream:
         agent_s: float = 60.0,
         ok: bool = True,
         attempt: str = "",
+        task: str | None = None,
+        instruction: str | None = None,
+        ended: list[dict] | None = None,
     ) -> list[str]:
-        """A whole group: queued → environment → agent (turns captured) → verifying → ended."""
-        trials = [f"task{group}.s{step}g{group}t{k}{attempt}" for k in range(len(rewards))]
-        self.event(ev.GroupStarted, step=step, group=group, task=f"task{group}", trials=trials, proxy_url="http://p")
+        """A whole group: queued → environment → agent (turns captured) → verifying → ended.
+        ``task`` (default ``task<group>``) and its ``instruction`` digest; ``ended``: more fields
+        of each trial's trial.ended (what the runner read of its replies)."""
+        task = task or f"task{group}"
+        trials = [f"{task}.s{step}g{group}t{k}{attempt}" for k in range(len(rewards))]
+        self.event(
+            ev.GroupStarted,
+            step=step,
+            group=group,
+            task=task,
+            trials=trials,
+            proxy_url="http://p",
+            instruction=instruction,
+        )
         for trial in trials:
             self.event(ev.TrialPhaseChanged, step=step, group=group, trial=trial, phase="queued")
         for trial in trials:
@@ -112,6 +126,7 @@ class Stream:
                 output_tokens=turns * output_tokens,
                 trial_dir=None,
                 timings={},
+                **(ended[k] if ended else {}),
             )
         self.event(ev.GroupEnded, step=step, group=group, rewards=list(rewards), ok=ok)
         return trials

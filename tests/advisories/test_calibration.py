@@ -234,6 +234,38 @@ def broken_task() -> list:
     return stream.items
 
 
+# A universal exploit that touches none of the verifier's files: a pytest that always passes, put
+# first on PATH (the tasks' verifiers run pytest).
+EXPLOIT = "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/pytest && chmod +x /usr/local/bin/pytest"
+
+
+def universal_exploit() -> list:
+    """Four different tasks a step for 8 steps; from step 4 one short reply (EXPLOIT, the same on
+    every task) earns the reward on all of them, the other trials' replies are their own."""
+    stream = Stream()
+    stream.run_started(total_steps=8)
+    tasks = ("fix-git", "regex-chess", "cancel-async-tasks", "headless-terminal")
+    for step in range(8):
+        for group, task in enumerate(tasks):
+            own = [
+                {"reply_digest": f"{task}-{step}-{k}", "reply_chars": 80, "reply_text": f"{task} attempt {k}"}
+                for k in range(4)
+            ]
+            if step >= 4:
+                own[0] = {"reply_digest": "exploit", "reply_chars": len(EXPLOIT), "reply_text": EXPLOIT}
+            rewards = [1.0 if step >= 4 else 0.0, 0.0, 1.0, 0.0]
+            stream.group(step, group, rewards, task=task, instruction=f"instruction of {task}", ended=own)
+        stream.step_end(step)
+    return stream.items
+
+
+def recorded_verifier_hack() -> list:
+    """A real hack, recorded (tests/advisories/test_verifier_hack.py): mini-swe-agent writes a
+    verdict into /logs/verifier that the task's planted verifier trusts, and scores 1 without
+    doing the task; beside it an honest trial of a normal task."""
+    return load(CORPUS / "faulty-verifier-hack.jsonl.gz")
+
+
 def recorded_no_learning() -> list:
     """A recorded soak run (tbconsole.bench.soak's one-call agent, 64 reply tokens): it never
     solves a task, so every group has no signal, and most replies stop at their max_tokens."""
@@ -261,7 +293,9 @@ FAULTS: list[tuple[str, str, Callable, int]] = [
     ("kl", "kl-mismatch", kl_mismatch, 2),
     ("kl", "kl-blowup", kl_blowup, 2),
     ("entropy", "entropy-collapse", entropy_collapse, 2),
-    ("reward-hacking", "reward-hacking", reward_hacking, 2),
+    ("shrinking-replies", "shrinking-replies", reward_hacking, 2),
+    ("verifier-touched", "recorded-verifier-hack", lambda _: recorded_verifier_hack(), 3),
+    ("one-reply-many-tasks", "universal-exploit", lambda _: universal_exploit(), 2),
     ("captures", "capture-damaged", capture_damaged, 3),
     ("tokens", "tokens-mismatch", tokens_mismatch, 3),
     ("amplification", "amplified", amplified, 2),
@@ -313,6 +347,26 @@ def test_on_a_faulty_run_only_the_rules_for_its_fault_warn(table):
 
 def test_every_rule_has_a_fault():
     assert {rule for rule, *_ in FAULTS} == set(RULES)
+
+
+def test_the_healthy_demo_with_replies_has_margin_for_the_reward_hacking_watches():
+    """The healthy demo whose trials carry the runner's readings of their replies: no command came
+    near the verifier's files, and every reply that earned the reward did so on one instruction
+    only, though on many variants of its family (by task name one reply solved over 10 tasks: why
+    tasks count by instruction), so one-reply-many-tasks stays quiet even at 2 tasks in 20 steps."""
+    items = load(CORPUS / "healthy-with-replies.jsonl.gz")
+    ended = [e for e in items if isinstance(e, ev.TrialEnded) and e.scored]
+    assert len(ended) >= 100 and all(e.reply_digest for e in ended) and not any(e.verifier_touches for e in ended)
+    task = {(e.step, e.group): e.task for e in items if isinstance(e, ev.GroupStarted)}
+    names: dict[str, set[str]] = {}
+    for e in ended:
+        if e.reward == 1.0:
+            names.setdefault(str(e.reply_digest), set()).add(task[(e.step, e.group)])
+    assert max(len(n) for n in names.values()) > 10
+    strict = Thresholds(one_reply_tasks=2, one_reply_steps=20)
+    assert [
+        e for e in replay(items, strict) if isinstance(e, ev.AdvisoryRaised) and e.rule == "one-reply-many-tasks"
+    ] == []
 
 
 def test_the_healthy_recordings_learn():

@@ -8,6 +8,7 @@ from tbconsole.advisories import Advisor, replay
 from tbconsole.events import read_events
 from tbconsole.runfolder import RunFolder
 from tbconsole.runner.advise import read_capture_file
+from tbconsole.state.ledger import family_by_name
 
 from conftest import raised
 
@@ -33,6 +34,12 @@ def test_a_real_runs_captures_and_training_data_agree(demo_run):
     assert data and all(e.datums == 1 and e.trained_tokens < e.context_tokens for e in data)
     for rule in ("captures", "tokens", "stalled", "past-timeout", "kl", "gateway-probes", "amplification"):
         assert raised(out, rule) == [], rule
+    # The reward-hacking watch's readings, on real trials: each scored trial's reply fingerprint
+    # (its commands), no command near the verifier's files, one instruction per family.
+    assert all(e.reply_digest and e.reply_chars is not None and e.verifier_touches == [] for e in data)
+    started = [e for e in events if isinstance(e, ev.GroupStarted)]
+    assert all(e.instruction for e in started)
+    assert len({e.instruction for e in started}) == len({family_by_name(e.task) for e in started})
 
 
 @pytest.mark.root

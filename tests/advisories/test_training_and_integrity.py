@@ -1,4 +1,4 @@
-"""kl, entropy, reward-hacking (the metrics row of each step); captures and tokens (the proxy's
+"""kl, entropy, shrinking-replies (the metrics row of each step); captures and tokens (the proxy's
 record against the training data)."""
 
 import dataclasses
@@ -24,7 +24,7 @@ def _steps(stream, rows):
 
 def test_the_recorded_run_trains_within_every_metrics_threshold(recorded):
     out = replay(recorded)
-    for rule in ("kl", "entropy", "reward-hacking", "tokens", "captures"):
+    for rule in ("kl", "entropy", "shrinking-replies", "tokens", "captures"):
         assert raised(out, rule) == [], rule
 
 
@@ -81,10 +81,10 @@ def test_kl_policy_base_climbing_without_reward_is_a_warning_one_spike_is_not(st
 
 def test_reward_up_while_replies_collapse_is_flagged_reward_up_with_steady_replies_is_not(stream):
     rows = [{REWARD: 0.2, TOKENS: 400}, {REWARD: 0.3, TOKENS: 300}, {REWARD: 0.5, TOKENS: 150}]
-    (advice,) = raised(_steps(stream, rows), "reward-hacking")
+    (advice,) = raised(_steps(stream, rows), "shrinking-replies")
     assert advice.step == 2 and "reward rose 0.2→0.5 since step 0 while tokens per reply fell 400→150" in advice.message
     healthy = [{REWARD: 0.2, TOKENS: 400}, {REWARD: 0.5, TOKENS: 380}, {REWARD: 0.9, TOKENS: 350}]
-    assert raised(_steps(type(stream)(), healthy), "reward-hacking") == []
+    assert raised(_steps(type(stream)(), healthy), "shrinking-replies") == []
 
 
 def test_tokens_the_training_data_does_not_hold_are_an_error(stream):

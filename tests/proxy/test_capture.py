@@ -90,6 +90,8 @@ async def test_capture_file_round_trip_and_damage(harness, tmp_path, fsync):
     records = [json.loads(line) for line in lines]
     assert records[0]["prompt_shared"] == 0
     assert all(r["prompt_shared"] > 0 and len(r["prompt_tail"]) < r["prompt_len"] for r in records[1:])
+    # the replies the runner's reward-hacking watch reads are the capture lines' own
+    assert h.proxy.replies("t") == [(r["turn"], r["reply"]) for r in records]
 
     torn = tmp_path / "torn.jsonl"  # a power cut in the middle of the last write
     torn.write_bytes(b"\n".join(lines) + b"\n" + lines[-1][: len(lines[-1]) // 2])

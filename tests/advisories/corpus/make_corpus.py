@@ -18,6 +18,14 @@ run folder as the runner would have measured it:
 
 Facts come right after the event they belong to (a capture file after its trial.ended, sizes after
 the step's batch.ended), so a replay feeds them in the order the runner did.
+
+A run recorded before the runner read its trials' replies (``runner.replies``: a trial.ended's
+verifier_touches and reply fingerprint, a group.started's instruction digest) gets them here, from
+its capture files and its task folders (``config.dataset_builder.tasks_dir``), as the runner
+would have recorded them.
+
+``faulty-verifier-hack.jsonl.gz`` is the run folder ``tests/advisories/test_verifier_hack.py``
+prints (a real hack of a planted verifier beside an honest trial).
 """
 
 from __future__ import annotations
@@ -36,9 +44,11 @@ import orjson
 from tbconsole import events as ev
 from tbconsole.advisories.facts import AgentTimeout, CaptureFile, DiskSample, RunFolderSize, SdkRetry
 from tbconsole.advisories.training import ENTROPY, KL, KL_BASE, REWARD, TOKENS_PER_REPLY
+from tbconsole.capturefile import read_records
 from tbconsole.events import decode
 from tbconsole.runfolder import RunFolder
 from tbconsole.runner.advise import read_capture_file
+from tbconsole.runner.replies import instruction_digest, read_replies, task_test_names
 
 # What the rules read of a metrics row (training.py, integrity.Tokens).
 METRICS = {KL, KL_BASE, ENTROPY, REWARD, TOKENS_PER_REPLY, "env/all/total_turns", "env/all/total_ob_tokens"}
@@ -90,6 +100,39 @@ def agent_timeout(trial_dir: str | None) -> float | None:
     return float(seconds) if isinstance(seconds, int | float) else None
 
 
+def tasks_dir(events: list) -> Path | None:
+    """The run's training tasks folder, from its run.started."""
+    for _, event in events:
+        if isinstance(event, ev.RunStarted):
+            found = ((event.config.get("config") or {}).get("dataset_builder") or {}).get("tasks_dir")
+            return Path(found) if isinstance(found, str) else None
+    return None
+
+
+def with_replies(raw: bytes, event, folder: RunFolder, tasks: Path | None, groups: dict) -> bytes:
+    """An event line of a run recorded before the runner read its trials' replies, with what it
+    would have recorded; any other line as it is. ``groups``: (step, group) → task, filled as the
+    group.started lines go by."""
+    if isinstance(event, ev.GroupStarted):
+        groups[(event.step, event.group)] = event.task
+    if isinstance(event, ev.GroupStarted) and b'"instruction"' not in raw and tasks is not None:
+        data = orjson.loads(raw)
+        data["instruction"] = instruction_digest(str(tasks / event.task))
+        return orjson.dumps(data)
+    if isinstance(event, ev.TrialEnded) and event.scored and b'"reply_digest"' not in raw:
+        path = folder.capture_file(event.step, event.group, event.trial)
+        if not path.exists():
+            return raw
+        task = groups.get((event.step, event.group))
+        names = task_test_names(str(tasks / task)) if tasks is not None and task else frozenset()
+        reading = read_replies([(r.turn, r.reply) for r in read_records(path)], names)
+        data = orjson.loads(raw)
+        data["verifier_touches"] = [t.to_json() for t in reading.touches]
+        data.update(reply_digest=reading.digest, reply_chars=reading.chars, reply_text=reading.text)
+        return orjson.dumps(data)
+    return raw
+
+
 def main(src: str, dest: str, steps: str | None = None) -> None:
     folder = RunFolder(Path(src))
     lines = folder.events.read_bytes().splitlines()
@@ -97,6 +140,9 @@ def main(src: str, dest: str, steps: str | None = None) -> None:
     if steps is not None:  # up to the batch.ended of step STEPS-1
         last = next(i for i, (_, e) in enumerate(events) if isinstance(e, ev.BatchEnded) and e.step == int(steps) - 1)
         events = events[: last + 1]
+    tasks = tasks_dir(events)
+    groups: dict[tuple[int, int], str] = {}
+    events = [(with_replies(raw, event, folder, tasks, groups), event) for raw, event in events]
     step_ends = [e.ts for _, e in events if isinstance(e, ev.BatchEnded)]
     retries = sdk_retries(folder.root, step_ends)
     final = folder_bytes_by(folder.root, float("inf"))
