@@ -59,6 +59,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    # A usage error is found before the heavy imports (the cookbook's renderers, the tokenizer).
+    if args.steps < 1 or args.rank < 1 or args.batch_size < 1 or not 0 <= args.solution_share <= 1:
+        raise UsageError("--steps, --rank and --batch-size must be >= 1 and --solution-share in [0, 1]")
+    if args.prompt is not None and not args.prompt.is_file():
+        raise UsageError(f"--prompt {args.prompt}: no such file (record one by leaving --prompt out)")
+
     import asyncio
 
     from tinker_cookbook.renderers import get_renderer
@@ -67,8 +73,6 @@ def run(args) -> int:
     from tbconsole.engine.registry import load_tokenizer, recommended_renderer, register_with_cookbook
     from tbconsole.warmup import OBSERVATION_FILE, AgentPrompt, WarmupSettings, record_prompts, train
 
-    if args.steps < 1 or args.rank < 1 or args.batch_size < 1 or not 0 <= args.solution_share <= 1:
-        raise UsageError("--steps, --rank and --batch-size must be >= 1 and --solution-share in [0, 1]")
     settings = WarmupSettings(
         rank=args.rank,
         learning_rate=args.lr,
@@ -81,8 +85,6 @@ def run(args) -> int:
     register_with_cookbook()
     observation = None
     if args.prompt is not None:
-        if not args.prompt.is_file():
-            raise UsageError(f"--prompt {args.prompt}: no such file (record one by leaving --prompt out)")
         seen = args.prompt.with_name(OBSERVATION_FILE)
         if args.multi_turn and not seen.is_file():
             raise UsageError(f"--multi-turn --prompt {args.prompt}: no {OBSERVATION_FILE} beside it")

@@ -115,7 +115,7 @@ def test_a_process_whose_trials_all_fail_exits_right_after_run_ended(tmp_path, s
     )
     try:
         base_url = _engine_url(engine)
-        for i in range(3):
+        for i in range(2):
             root = tmp_path / f"p{i}"
             args = recipe_args(root, failing_tasks(root, rng), sandbox_root, base_url)
             proc = subprocess.Popen(

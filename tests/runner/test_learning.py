@@ -80,6 +80,15 @@ def update_gains(clients: dict, batches) -> dict[int, float]:
     import tinker
 
     def logp(client, turns) -> float:
+        # A trial that trains as one datum (every turn's prompt extends the turn before, sampled
+        # tokens and all) is scored in one call, on its last turn's sequence: the same numbers as
+        # a call per turn, each turn's sampled tokens at their place in it.
+        last = list(turns[-1].prompt_tokens) + list(turns[-1].output_tokens)
+        if all(
+            last[: len(t.prompt_tokens) + len(t.output_tokens)] == [*t.prompt_tokens, *t.output_tokens] for t in turns
+        ):
+            logprobs = client.compute_logprobs(tinker.ModelInput.from_ints(last)).result()
+            return sum(sum(logprobs[len(t.prompt_tokens) : len(t.prompt_tokens) + len(t.output_tokens)]) for t in turns)
         total = 0.0
         for turn in turns:
             out = list(turn.output_tokens)

@@ -3,10 +3,11 @@
 The verifier is checked with oracle trials (Harbor runs the task's ``solve.sh``, here each
 command in turn): it must pass the solution and fail every near miss, and for a two-command
 family fail acting on the pointer file or a decoy without the look-up. The agent's side is
-checked once per family with the real agent (mini-swe-agent, through the capture proxy) issuing
-the solution as scripted replies: the trial ends in as many turns as it has commands, and a
-two-command family's trial, given a third look around the folder between its two commands, is a
-three-turn trial that trains as one datum (token continuity, through the cookbook's own
+checked with the real agent (mini-swe-agent, through the capture proxy) issuing the solution as
+scripted replies, for one one-command family (they share that path) and both two-command
+families: the trial ends in as many turns as it has commands, and a two-command family's trial,
+given a third look around the folder between its two commands, is a three-turn trial that
+trains as one datum (token continuity, through the cookbook's own
 ``trajectory_to_data``). Those agent trials also carry the warm-up's splice checks: the prompts
 it renders from one recorded trial must equal what the agent really sends for another variant.
 
@@ -51,20 +52,25 @@ def agent_commands(variant: V.Variant) -> list[str]:
     return [steps[0], LOOK_AROUND, *steps[1:]] if variant.lookup else steps
 
 
+# The agent's side: one one-command family (they share the agent's path: one reply, one turn)
+# and both two-command families (the splice checks need two of them).
+AGENT_FAMILIES = (V.ONE_COMMAND_FAMILIES[0], *V.MULTI_TURN_FAMILIES)
+
+
 @pytest.fixture(scope="module")
 def agent_trials(tmp_path_factory, chat) -> dict[str, AgentTrial]:
-    """One real agent trial per family, the solution scripted as its replies; the two
-    two-command variants have different targets, so the splice checks see different names."""
+    """One real agent trial per family of AGENT_FAMILIES, the solution scripted as its replies;
+    the two two-command variants have different targets, so the splice checks see different names."""
     renderer, tokenizer = chat
     root = tmp_path_factory.mktemp("agent")
     chosen: dict[str, V.Variant] = {}
     for variant in V.all_variants("train"):
-        if variant.family in chosen:
+        if variant.family in chosen or variant.family not in AGENT_FAMILIES:
             continue
         if variant.lookup and any(v.lookup and v.target == variant.target for v in chosen.values()):
             continue
         chosen[variant.family] = variant
-    assert sorted(chosen) == sorted(V.FAMILIES)
+    assert sorted(chosen) == sorted(AGENT_FAMILIES)
     out = {}
     for family, variant in sorted(chosen.items()):
         commands = agent_commands(variant)
