@@ -106,25 +106,23 @@ def _action(args) -> tuple[str, str] | None:
     if args.readmit is not None:
         return ControlCommand.READMIT_TASK, args.readmit
     if args.weight is not None:
-        task, sep, value = args.weight.rpartition("=")
-        if not sep or not task:
-            raise UsageError(f"--weight takes TASK=W, not {args.weight!r}")
+        from tbconsole.state.ledger import parse_task_weight
+
         try:
-            weight = float(value)
-        except ValueError:
-            raise UsageError(f"--weight: {value!r} is not a number") from None
-        if not 0 <= weight <= 10:
-            raise UsageError("--weight: W must be between 0 and 10")
+            parse_task_weight(args.weight)
+        except ValueError as exc:
+            raise UsageError(f"--weight: {exc}") from None
         return ControlCommand.WEIGHT_TASK, args.weight
     return None
 
 
 def _send(log_path: Path, tasks: list[str], command: str, argument: str) -> int:
     from tbconsole.control import ControlClient, ControlError
-    from tbconsole.enums import RunnerState
+    from tbconsole.enums import ControlCommand, RunnerState
     from tbconsole.lease import read_lease
+    from tbconsole.state.ledger import parse_task_weight
 
-    task = argument.rpartition("=")[0] if "=" in argument and argument not in tasks else argument
+    task = parse_task_weight(argument)[0] if command == ControlCommand.WEIGHT_TASK else argument
     if task not in tasks:
         raise UsageError(f"{task!r} is not one of the run's training tasks (held-out tasks cannot be changed)")
     lease = read_lease(log_path)

@@ -26,8 +26,8 @@ import chz
 from tbconsole.control import ControlError
 from tbconsole.enums import AdmissionBy, ControlCommand, GroupSignal
 from tbconsole.events import Event, GroupEnded, GroupStarted, TaskAdmission, TrialEnded
-from tbconsole.runner.schedule import MAX_WEIGHT, Change, Schedule
-from tbconsole.state.ledger import DEFAULT_FAMILY_PATTERN, Ledger, family_by_name
+from tbconsole.runner.schedule import Change, Schedule
+from tbconsole.state.ledger import DEFAULT_FAMILY_PATTERN, Ledger, family_by_name, parse_task_weight
 
 # What a resumed run reads back from its events.jsonl: its changes, and its groups for the policy.
 ADMISSION_KINDS = (TaskAdmission.kind, GroupStarted.kind, GroupEnded.kind, TrialEnded.kind)
@@ -122,12 +122,7 @@ class TaskAdmissions:
 
     def observe(self, event: Event) -> None:
         """A bus subscriber: the run's training groups, for the policy."""
-        if isinstance(event, GroupStarted):
-            self.ledger.group_started(event.step, event.group, event.task)
-        elif isinstance(event, GroupEnded):
-            self.ledger.group_ended(event.step, event.group, list(event.rewards), event.ok)
-        elif isinstance(event, TrialEnded) and isinstance(event.timings, dict):
-            self.ledger.trial_ended(event.step, event.group, event.timings.get("total"))
+        self.ledger.observe(event)
 
     # -- the user's actions ------------------------------------------------------------------
 
@@ -135,15 +130,10 @@ class TaskAdmissions:
         """``drop_task TASK``, ``readmit_task TASK``, ``weight_task TASK=WEIGHT``: from the next
         batch on. ControlError for an unknown task, a bad weight, or dropping the last task."""
         if command == ControlCommand.WEIGHT_TASK:
-            task, sep, value = argument.rpartition("=")
-            if not sep:
-                raise ControlError(f"weight_task takes TASK=WEIGHT, not {argument!r}")
             try:
-                weight = float(value)
-            except ValueError:
-                raise ControlError(f"weight_task: {value!r} is not a number") from None
-            if not 0 <= weight <= MAX_WEIGHT:
-                raise ControlError(f"weight_task: the weight must be between 0 and {MAX_WEIGHT:g}")
+                task, weight = parse_task_weight(argument)
+            except ValueError as exc:
+                raise ControlError(f"weight_task: {exc}") from None
         elif command == ControlCommand.DROP_TASK:
             task, weight = argument, 0.0
         elif command == ControlCommand.READMIT_TASK:
@@ -189,7 +179,7 @@ class TaskAdmissions:
             streak, kind = self.ledger.streak(task, before=step)
             if streak < self.options.skip_after or kind not in kinds:
                 continue
-            if place.since is not None and self._newest_group(task, step) < place.since:
+            if place.since is not None and self.ledger.newest_step(task, step) < place.since:
                 continue  # back for a re-check that has not run yet: the old streak is not new news
             if not [t for t, p in self.places.items() if p.weight > 0 and t != task]:
                 continue  # never skip the last task in the batches
@@ -197,10 +187,6 @@ class TaskAdmissions:
             until = step + self.options.skip_steps
             why = f"{streak} groups in a row all {what}; back at step {until} for a re-check"
             self._record(task, 0.0, step, AdmissionBy.POLICY, until, publish=why)
-
-    def _newest_group(self, task: str, before: int) -> int:
-        ended = [r.step for r in self.ledger.ended(before) if r.task == task]
-        return max(ended, default=-1)
 
     def _record(self, task: str, weight: float, step: int, by: str, until: int | None, publish: str | None) -> None:
         place = self.places[task]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MAX_WEIGHT = 10.0
+from tbconsole.state.ledger import MAX_WEIGHT
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,7 @@ def group_started(state: RunState, e: GroupStarted) -> None:
                 g.retired.add(old)
             _forget_trial(state, summary, old)
     g.trials = list(e.trials)
-    state.ledger.group_started(e.step, e.group, e.task)
+    state.ledger.observe(e)
     for i, name in enumerate(e.trials):
         t = state.trials.get(name)
         if t is None or t.step != e.step or t.group != e.group:
@@ -189,7 +189,7 @@ def group_ended(state: RunState, e: GroupEnded) -> None:
     g.error = clip(e.error, 2000)
     if not e.ok:  # the runner cancelled the group's other trials
         cancel_unfinished(state, g.trials, e.ts)
-    state.ledger.group_ended(e.step, e.group, list(e.rewards), e.ok)
+    state.ledger.observe(e)
     state.mark_changed(PanelName.TRIALS, PanelName.REWARDS, PanelName.LEDGER)
 
 
@@ -234,8 +234,7 @@ def trial_ended(state: RunState, e: TrialEnded) -> None:
     if t is None:
         return
     _apply_end(t, e)
-    if isinstance(e.timings, dict):
-        state.ledger.trial_ended(e.step, e.group, e.timings.get("total"))
+    state.ledger.observe(e)
     stats = state.task_stats.get(t.task)
     if stats is None:
         stats = state.task_stats[t.task] = TaskStats(task=t.task)

@@ -19,11 +19,28 @@ import re
 from dataclasses import dataclass, field
 
 from tbconsole.enums import GroupSignal
+from tbconsole.events import Event, GroupEnded, GroupStarted, TrialEnded
 
 # The demo's variants, 014-count-lines-100 (materialized: the run's order, then the variant's
 # number) -> count-lines; a TB2 name such as fix-git has no match and is its own family.
 DEFAULT_FAMILY_PATTERN = r"^\d+-|-\d+$"
 SOLVED_REWARD = 1.0  # a trial is solved at this reward or above (TaskStats uses the same)
+MAX_WEIGHT = 10.0  # a task's weight in the batches: 0 (out) to this
+
+
+def parse_task_weight(argument: str) -> tuple[str, float]:
+    """``TASK=WEIGHT`` (``weight_task``'s argument) as (task, weight); ValueError saying what is
+    wrong otherwise."""
+    task, sep, value = argument.rpartition("=")
+    if not sep or not task:
+        raise ValueError(f"weight_task takes TASK=WEIGHT, not {argument!r}")
+    try:
+        weight = float(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not 0 <= weight <= MAX_WEIGHT:
+        raise ValueError(f"the weight must be between 0 and {MAX_WEIGHT:g}")
+    return task, weight
 
 
 def family_by_name(task: str, pattern: str = DEFAULT_FAMILY_PATTERN) -> str:
@@ -137,6 +154,15 @@ class Ledger:
 
     # -- folding ---------------------------------------------------------------------------
 
+    def observe(self, event: Event) -> None:
+        """Fold one of the run's events (the others are not the ledger's)."""
+        if isinstance(event, GroupStarted):
+            self.group_started(event.step, event.group, event.task)
+        elif isinstance(event, GroupEnded):
+            self.group_ended(event.step, event.group, list(event.rewards), event.ok)
+        elif isinstance(event, TrialEnded) and isinstance(event.timings, dict):
+            self.trial_ended(event.step, event.group, event.timings.get("total"))
+
     def group_started(self, step: int, group: int, task: str) -> None:
         key = (step, group)
         record = self.groups.get(key)
@@ -178,10 +204,11 @@ class Ledger:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def ended(self, before: int | None = None) -> list[GroupRecord]:
-        """Groups that ended with every trial scored, in step order (before step ``before``)."""
-        found = [r for r in self.groups.values() if r.rewards and (before is None or r.step < before)]
-        return sorted(found, key=lambda r: (r.step, r.group))
+    def newest_step(self, task: str, before: int) -> int:
+        """The step of ``task``'s newest group that ended with every trial scored, before step
+        ``before`` (-1: none)."""
+        steps = [r.step for r in self._by_task.get(task, {}).values() if r.rewards and r.step < before]
+        return max(steps, default=-1)
 
     def streak(self, task: str, before: int | None = None) -> tuple[int, GroupSignal | None]:
         """How many of ``task``'s newest finished groups in a row were constant, and which kind

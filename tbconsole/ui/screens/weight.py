@@ -12,9 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from tbconsole.state.ledger import MAX_WEIGHT
 from tbconsole.ui.present.sanitize import one_line
-
-MAX_WEIGHT = 10.0
 
 
 def parse_weight(value: str) -> float | None:
