@@ -8,9 +8,9 @@ from collections import Counter
 from typing import Any
 
 from tbconsole import events as ev
-from tbconsole.advisories.base import Rule, share, step_done
+from tbconsole.advisories.base import Advice, Rule, share, step_done
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import TrialOutcome
+from tbconsole.enums import AdvisorySeverity, TrialOutcome
 
 # key → (the outcome counted, its threshold's name, what to say, what to look at)
 OUTCOMES = {
@@ -36,9 +36,11 @@ OUTCOMES = {
 
 
 class Limits(Rule):
-    """H0: a limit is hit now and then (a long task, an unlucky sample). A step where a quarter of
-    the trials (half of the replies, for max_tokens) end at one is the budget, not luck: warning.
-    Healthy demo runs (the calibration corpus) stay far under these shares."""
+    """H0: a limit is hit now and then (a long task, an unlucky sample, one bad update). A share
+    of a quarter of the trials (half of the replies, for max_tokens) ending at one in
+    ``advise.limit_steps`` steps in a row is the budget, not luck: warning. A single step over the
+    share is info: a healthy 20-step demo had one update garble every reply of a step (6 of 8 cut at
+    max_tokens), undone by the next update; a budget too small for the task cuts every step."""
 
     name = "limits"
 
@@ -47,6 +49,7 @@ class Limits(Rule):
         self.outcomes: dict[int, Counter[str]] = {}  # step → outcome → trials
         self.replies: dict[int, list[int]] = {}  # step → [replies, replies cut at max_tokens]
         self.done: set[int] = set()
+        self.over: dict[str, int] = {}  # key → steps in a row its share was over the limit
 
     def observe(self, item: Any) -> None:
         if isinstance(item, ev.TrialEnded) and item.scored:
@@ -85,12 +88,21 @@ class Limits(Rule):
         limit = getattr(self.t, option)
         rate = part / whole
         if rate < limit:
+            self.over.pop(key, None)
             self.release(key, f"step {step}: {share(part, whole)} {what}, under {limit:.0%}")
             return
-        self.warn(
-            key=key,
-            message=f"step {step}: {share(part, whole)} {what} — {look}",
-            threshold=f"advise.{option}={limit:g}",
-            value=round(rate, 4),
-            step=step,
+        streak = self.over[key] = self.over.get(key, 0) + 1
+        persists = streak >= self.t.limit_steps
+        self.hold(
+            Advice(
+                key=key,
+                severity=AdvisorySeverity.WARNING if persists else AdvisorySeverity.INFO,
+                message=(
+                    f"step {step}: {share(part, whole)} {what}"
+                    + (f" ({streak} steps in a row) — {look}" if persists else " — one step; a warning if it persists")
+                ),
+                threshold=f"advise.{option}={limit:g} in advise.limit_steps={self.t.limit_steps} steps in a row",
+                value=round(rate, 4),
+                step=step,
+            )
         )

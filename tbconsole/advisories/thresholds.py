@@ -57,6 +57,7 @@ class Thresholds:
     cut_reply_rate: float = _t(0.5, "share of a step's replies stopped at their max_tokens")
     context_overflow_rate: float = _t(0.25, "share of a step's trials ended SequenceLengthLimitExceeded")
     agent_timeout_rate: float = _t(0.25, "share of a step's trials ended TimeLimitExceeded")
+    limit_steps: int = _t(2, "steps in a row a limit's share must hold before it warns (fewer: info)")
     # training metrics (the cookbook's metrics row of each step).
     # kl: absolute floors, far above healthy runs (sample-train ~1e-7, policy-base under 0.3).
     kl_max: float = _t(0.01, "sampler↔trainer KL, abs(optim/kl_sample_train_v1), above this")
@@ -68,9 +69,9 @@ class Thresholds:
     entropy_p: float = _t(0.01, "entropy's fall must be less likely than this by chance (rank test)")
     # reward hacking: shrinking-replies (the metrics row), one-reply-many-tasks (each trial's
     # replies' fingerprint); verifier-touched has no threshold (any write is one).
-    hack_reward_rise: float = _t(0.1, "reward up by at least this over hack_steps steps …")
-    hack_tokens_drop: float = _t(0.5, "… while tokens per reply fell by at least this share")
-    hack_steps: int = _t(3, "steps the shrinking-replies sign looks back")
+    hack_reward_rise: float = _t(0.1, "median reward of the last hack_steps steps this much over the baseline's …")
+    hack_tokens_drop: float = _t(0.5, "… while their median tokens per reply fell by at least this share")
+    hack_steps: int = _t(3, "steps in the recent window; the baseline is the 2× as many steps before it")
     one_reply_tasks: int = _t(3, "different tasks (by instruction) one short reply earned the reward on …")
     one_reply_steps: int = _t(5, "… within this many steps")
     one_reply_chars: int = _t(
@@ -113,6 +114,7 @@ _COUNTS = (
     "stall_min_peers",
     "entropy_steps",
     "kl_base_steps",
+    "limit_steps",
     "hack_steps",
     "one_reply_steps",
     "one_reply_chars",

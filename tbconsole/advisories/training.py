@@ -169,11 +169,15 @@ class Entropy(MetricsRule):
 
 
 class ShrinkingReplies(MetricsRule):
-    """H0: tokens per reply move with the reward or by their own noise (the healthy corpus: at most
-    34% down over 3 steps, a one-step spike going back, while the reward rose). Reward up by
-    ``advise.hack_reward_rise`` over ``advise.hack_steps`` steps while tokens per reply fell by
+    """H0: tokens per reply move with the reward or by their own noise, and one bad update (a
+    step whose replies all run to max_tokens and fail, undone by the next) is no trend. The
+    medians of the last ``advise.hack_steps`` steps against those of the 2× as many steps before
+    them: reward up by ``advise.hack_reward_rise`` while tokens per reply fell by
     ``advise.hack_tokens_drop`` or more: warning. A policy that found a short exploit (an empty
-    answer the verifier passes) earns more with less; one whose exploit is as long as an honest
+    answer the verifier passes) earns more with less, step after step. Medians, not single steps:
+    a healthy 20-step demo had one garbled step (reward 0, replies twice their length) and, judged
+    from that step, its recovery looked like reward up and replies halved. The held-out reward is
+    no alibi: an exploit that fools every verifier raises it too. An exploit as long as an honest
     reply (the demo's ``echo 1 > …`` is as long as its solutions) is left to ``verifier-touched``
     and ``one-reply-many-tasks``."""
 
@@ -181,21 +185,26 @@ class ShrinkingReplies(MetricsRule):
 
     def judge(self, step: int) -> None:
         t = self.t
-        rewards = self.series(REWARD, t.hack_steps + 1, step)
-        tokens = self.series(TOKENS_PER_REPLY, t.hack_steps + 1, step)
-        if len(rewards) < 2 or len(tokens) < 2 or rewards[-1][0] != step or tokens[-1][0] != step:
+        recent, before = t.hack_steps, 2 * t.hack_steps
+        rewards = self.series(REWARD, recent + before, step)
+        tokens = self.series(TOKENS_PER_REPLY, recent + before, step)
+        if len(rewards) < 2 * recent or len(tokens) < 2 * recent or rewards[-1][0] != step or tokens[-1][0] != step:
             return
-        (s0, r0), r1 = rewards[0], rewards[-1][1]
-        k0, k1 = tokens[0][1], tokens[-1][1]
+        s0 = rewards[0][0]
+        r0 = statistics.median(v for _, v in rewards[:-recent])
+        r1 = statistics.median(v for _, v in rewards[-recent:])
+        k0 = statistics.median(v for _, v in tokens[:-recent])
+        k1 = statistics.median(v for _, v in tokens[-recent:])
         rise = r1 - r0
         drop = 1 - k1 / k0 if k0 > 0 else 0.0
-        if rise < t.hack_reward_rise or drop < t.hack_tokens_drop:
+        if rise < t.hack_reward_rise - 1e-9 or drop < t.hack_tokens_drop:  # 0.3 - 0.2 is a rise of 0.1
             self.release(self.name, f"step {step}: reward and tokens per reply move together")
             return
         self.warn(
             message=(
-                f"step {step}: reward rose {r0:.3g}→{r1:.3g} since step {s0} while tokens per reply fell "
-                f"{k0:.0f}→{k1:.0f} ({drop:.0%}) — a common sign of reward hacking; read recent transcripts"
+                f"step {step}: median reward rose {r0:.3g}→{r1:.3g} (steps {s0}–{step - recent} → the last {recent}) "
+                f"while tokens per reply fell {k0:.0f}→{k1:.0f} ({drop:.0%}) — a common sign of reward hacking; "
+                "read recent transcripts"
             ),
             threshold=(
                 f"advise.hack_reward_rise={t.hack_reward_rise:g}, advise.hack_tokens_drop={t.hack_tokens_drop:g} "

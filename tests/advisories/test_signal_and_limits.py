@@ -136,14 +136,39 @@ def test_limit_rates_per_step_fire_and_clear(stream):
     stream.group(1, 0, [0.0, 1.0, 0.0, 1.0])
     stream.group(1, 1, [1.0, 0.0, 0.0, 1.0], outcomes=[TrialOutcome.SEQUENCE_LIMIT] * 2 + [TrialOutcome.SUBMITTED] * 2)
     stream.step_end(1)
+    stream.group(2, 0, [0.0, 1.0, 0.0, 1.0])
+    stream.group(2, 1, [1.0, 0.0, 0.0, 1.0], outcomes=[TrialOutcome.SEQUENCE_LIMIT] * 2 + [TrialOutcome.SUBMITTED] * 2)
+    stream.step_end(2)
     out = replay(stream.items)
     by_key = {(e.key, e.step): e for e in raised(out, "limits")}
-    # step 0: 2 of 8 timeouts (25%: at the threshold), 1 of 8 overflows (under it)
-    assert set(by_key) == {("limits:agent-timeout", 0), ("limits:context-overflow", 1)}
-    assert by_key[("limits:agent-timeout", 0)].threshold == "advise.agent_timeout_rate=0.25"
-    assert "2 of 8 (25%) trials hit their agent timeout" in by_key[("limits:agent-timeout", 0)].message
+    # step 0: 2 of 8 timeouts (25%: at the threshold), 1 of 8 overflows (under it); steps 1 and 2:
+    # 2 of 8 overflows, the second step in a row a warning
+    assert set(by_key) == {
+        ("limits:agent-timeout", 0),
+        ("limits:context-overflow", 1),
+        ("limits:context-overflow", 2),
+    }
+    once = by_key[("limits:agent-timeout", 0)]
+    assert once.severity == "info" and once.message.endswith("one step; a warning if it persists")
+    assert once.threshold == "advise.agent_timeout_rate=0.25 in advise.limit_steps=2 steps in a row"
+    assert "2 of 8 (25%) trials hit their agent timeout" in once.message
+    assert by_key[("limits:context-overflow", 1)].severity == "info"
+    twice = by_key[("limits:context-overflow", 2)]
+    assert twice.severity == "warning" and "(2 steps in a row)" in twice.message
     (gone,) = cleared(out, "limits:")
     assert gone.key == "limits:agent-timeout" and gone.message.startswith("step 1: 0 of 8 (0%)")
+
+
+def test_a_limit_hit_in_one_step_between_clean_ones_never_warns(stream):
+    """One update that garbles a step's replies (all cut at max_tokens), undone by the next: info."""
+    stream.run_started()
+    for step in range(6):
+        stream.group(step, 0, [0.0, 1.0, 0.0, 1.0], stop_reason="length" if step in (2, 4) else "stop")
+        stream.group(step, 1, [0.0, 1.0, 0.0, 1.0], stop_reason="length" if step in (2, 4) else "stop")
+        stream.step_end(step)
+    out = raised(replay(stream.items), "limits")
+    assert [(e.step, e.severity) for e in out] == [(2, "info"), (4, "info")]
+    assert raised(replay(stream.items, Thresholds(limit_steps=1)), "limits")[0].severity == "warning"
 
 
 def test_cut_replies_use_their_own_threshold(stream):

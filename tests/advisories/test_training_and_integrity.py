@@ -80,11 +80,23 @@ def test_kl_policy_base_climbing_without_reward_is_a_warning_one_spike_is_not(st
 
 
 def test_reward_up_while_replies_collapse_is_flagged_reward_up_with_steady_replies_is_not(stream):
-    rows = [{REWARD: 0.2, TOKENS: 400}, {REWARD: 0.3, TOKENS: 300}, {REWARD: 0.5, TOKENS: 150}]
-    (advice,) = raised(_steps(stream, rows), "shrinking-replies")
-    assert advice.step == 2 and "reward rose 0.2→0.5 since step 0 while tokens per reply fell 400→150" in advice.message
-    healthy = [{REWARD: 0.2, TOKENS: 400}, {REWARD: 0.5, TOKENS: 380}, {REWARD: 0.9, TOKENS: 350}]
+    rows = [{REWARD: 0.2, TOKENS: 400}] * 3 + [{REWARD: 0.3, TOKENS: 150}, {REWARD: 0.5, TOKENS: 120}] * 2
+    advice, *later = raised(_steps(stream, rows), "shrinking-replies")
+    assert advice.step == 5 and [e.step for e in later] == [6]  # raised again as it changes
+    assert "median reward rose 0.2→0.3 (steps 0–2 → the last 3)" in advice.message
+    assert "tokens per reply fell 400→150 (62%)" in advice.message
+    healthy = [{REWARD: 0.2, TOKENS: 400}] * 3 + [{REWARD: 0.5, TOKENS: 380}, {REWARD: 0.9, TOKENS: 350}] * 2
     assert raised(_steps(type(stream)(), healthy), "shrinking-replies") == []
+
+
+def test_one_garbled_step_and_its_recovery_are_no_sign_of_hacking(stream):
+    """The new user's 20-step demo: one update garbles a step (every reply runs to max_tokens,
+    reward 0), the next ones recover. Judged from the garbled step, reward rose 0→0.375 while
+    tokens per reply fell 127→61; against the medians of the steps before, nothing moved."""
+    rows = [{REWARD: r, TOKENS: 60} for r in (0.25, 0.125, 0.375, 0.25, 0.25)]
+    rows += [{REWARD: 0.0, TOKENS: 127}, {REWARD: 0.0, TOKENS: 90}]
+    rows += [{REWARD: r, TOKENS: 61} for r in (0.25, 0.375, 0.5, 0.5, 0.625)]
+    assert raised(_steps(stream, rows), "shrinking-replies") == []
 
 
 def test_tokens_the_training_data_does_not_hold_are_an_error(stream):
