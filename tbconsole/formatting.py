@@ -20,15 +20,27 @@ in, so that a log copied to someone elsewhere (or read from a server in another 
 by hours without a word: ``format_clock`` (14:03:22 CET) and ``format_timestamp`` (2026-01-01
 14:03 CET). Nothing shows a time of day in UTC, or without its zone.
 
+**Our own command, as a hint spells it.** ``command_line("attach", path)`` is what every hint that
+names a tbconsole command prints (re-attach, resume, `tbconsole runs`): ``tbconsole …`` when the
+``tbconsole`` on PATH is this installation, else this installation's script by its absolute path
+(`make demo` runs ``.venv/bin/python`` without activating the venv, so a new shell has no
+``tbconsole`` on PATH, or another one), so that a hint pasted into a new shell works.
+
 The bottom layer: imports only the standard library and ``tbconsole.stats``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import shlex
+import shutil
 import statistics
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from tbconsole.stats import percentile
 
@@ -171,3 +183,44 @@ def format_timestamp(ts: float | None = None, *, seconds: bool = False) -> str:
     """A date and time of day, local, with its zone: 2026-01-01 14:03 CET, or with ``seconds``
     2026-01-01 14:03:22 CET (``ts``: unix seconds; None: now)."""
     return time.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z", time.localtime(ts))
+
+
+# -- our own command -----------------------------------------------------------------------------
+
+PROG = "tbconsole"  # the console script pyproject.toml installs
+
+
+def command_name(path: str | None = None, executable: str | None = None) -> str:
+    """How a new shell runs this installation of tbconsole, shell-quoted: ``tbconsole`` when the one
+    that ``path`` (default: $PATH) finds is this installation's script (the one beside
+    ``executable``, default ``sys.executable``: a venv's ``bin``), else that script by its absolute
+    path; without such a script, ``python -m tbconsole`` with this interpreter."""
+    if path is None:
+        path = os.environ.get("PATH", os.defpath)
+    return _spelling(path, os.path.abspath(sys.executable if executable is None else executable))
+
+
+def command_line(*args: object) -> str:
+    """``tbconsole ARGS`` as a hint prints it: our command (``command_name``), then each argument
+    shell-quoted; a ``Path`` made absolute (a new shell starts in another folder)."""
+    words = (str(a.absolute()) if isinstance(a, Path) else str(a) for a in args)
+    return " ".join([command_name(), *(shlex.quote(w) for w in words)])
+
+
+@functools.lru_cache(maxsize=8)  # a hint redrawn every frame looks PATH up once
+def _spelling(path: str, executable: str) -> str:
+    # Not resolved: a venv's python is a link to the base interpreter, whose folder is not the venv's.
+    ours = Path(executable).parent / PROG
+    if not (ours.is_file() and os.access(ours, os.X_OK)):
+        return shlex.join([executable, "-m", PROG])
+    found = shutil.which(PROG, path=path)
+    if found is not None and _same_file(found, ours):
+        return PROG
+    return shlex.quote(str(ours))
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

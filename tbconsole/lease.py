@@ -31,10 +31,10 @@ from typing import Any
 from tbconsole import atomic
 from tbconsole.enums import RunnerState
 from tbconsole.events import redact
-from tbconsole.formatting import format_age
+from tbconsole.formatting import command_line, format_age
+from tbconsole.runfolder import LEASE_FILE as LEASE_FILE
+from tbconsole.runfolder import LOCK_FILE as LOCK_FILE
 
-LOCK_FILE = "runner.lock"
-LEASE_FILE = "runner.json"
 BEAT_SECONDS = 2.0
 STALE_SECONDS = 8.0  # four missed beats: gone (readers on another host only)
 
@@ -47,7 +47,7 @@ class LeaseHeld(RuntimeError):
         self.holder = holder
         who = f"pid {holder.pid} on {holder.host}" if holder.pid else "another process"
         super().__init__(
-            f"{log_path} is already being run by {who}; open its console with `tbconsole attach {log_path}`, "
+            f"{log_path} is already being run by {who}; open its console with `{command_line('attach', log_path)}`, "
             "or choose another config.log_path"
         )
 

@@ -5,6 +5,7 @@ reads the same paths through this module, so a rename can never leave a reader b
 
     <log_path>/
       events.jsonl                          every typed event, one JSON object per line
+      runner.json, runner.lock              the runner's lease (tbconsole.lease): who runs the folder
       events.snapshot                       the console's state folded from events.jsonl's first N bytes
       logs.log                              the cookbook's log lines and tracebacks
       runner.log                            a detached runner's stdout and stderr (its progress log)
@@ -16,6 +17,10 @@ reads the same paths through this module, so a rename can never leave a reader b
       trials/step_000003/<trial>/           Harbor's trial folders (unless trial.json names one)
       heldout/                              the held-out evaluation's own run folder
       engine/                               the embedded engine's data (demo)
+
+A folder is a run's when it holds events.jsonl or the runner's lease files: a run that is just
+starting holds its lease before it writes its first event (``is_run_folder``, ``run_events``:
+what every command that is given a run accepts).
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbconsole.formatting import command_line
+
 EVENTS_FILE = "events.jsonl"
+LEASE_FILE = "runner.json"  # the runner's heartbeat and command (tbconsole.lease)
+LOCK_FILE = "runner.lock"  # flock-ed by the runner for its whole life (tbconsole.lease)
+RUN_MARKERS = (EVENTS_FILE, LEASE_FILE, LOCK_FILE)  # any one of them: a run folder
 SNAPSHOT_FILE = "events.snapshot"  # tbconsole.state.snapshot: attach reads only the events after it
 LOG_FILE = "logs.log"
 RUNNER_LOG = "runner.log"
@@ -68,6 +78,36 @@ def trial_place(trial_id: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+class NotARun(ValueError):
+    """A path given as a run that names none; the message says what to give instead."""
+
+
+def is_run_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a run's folder: it holds events.jsonl, or the runner's lease (a run
+    that is starting: its runner holds the folder before it writes the first event)."""
+    folder = Path(path)
+    return folder.is_dir() and any((folder / name).is_file() for name in RUN_MARKERS)
+
+
+def run_events(path: str | Path) -> Path:
+    """The events.jsonl that ``path`` names: a run folder's (which may not exist yet, while the
+    run starts), or ``path`` itself when it is a file called events.jsonl. NotARun otherwise, with
+    what to give instead (a file of a run folder: that folder)."""
+    path = Path(path)
+    if is_run_folder(path):
+        return RunFolder(path).events
+    if path.name == EVENTS_FILE and path.is_file():
+        return path
+    if not path.exists():
+        raise NotARun(f"{path}: no such file or folder")
+    what = f"{path} is not a run: give a run folder (the one holding {EVENTS_FILE})"
+    if path.is_dir():
+        raise NotARun(f"{what}; `{command_line('runs', path)}` lists the runs under it")
+    if is_run_folder(path.parent):
+        raise NotARun(f"{what}: its folder, {path.parent}")
+    raise NotARun(f"{what}; `{command_line('runs')}` lists them")
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """Paths inside one run's folder. Pure path arithmetic: nothing is created here."""
@@ -80,6 +120,14 @@ class RunFolder:
     @property
     def events(self) -> Path:
         return self.root / EVENTS_FILE
+
+    @property
+    def lease(self) -> Path:
+        return self.root / LEASE_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
 
     @property
     def snapshot(self) -> Path:

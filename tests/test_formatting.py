@@ -1,13 +1,20 @@
 """tbconsole.formatting: what people read, formatted once (durations, counts, sizes, percentiles,
 times of day), with real values and the edges: nothing, under a second, hours, days, and sizes at
-their units' boundaries."""
+their units' boundaries; and our own command as hints spell it, on PATH and off it."""
 
+import os
+import shlex
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tbconsole.formatting import (
     COMPACT_WIDTH,
+    command_line,
+    command_name,
     format_age,
     format_bytes,
     format_cell_duration,
@@ -183,3 +190,58 @@ def test_utc_reads_as_utc(monkeypatch):
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+# -- our own command -----------------------------------------------------------------------------
+
+
+def _script(folder: Path, text: str = "#!/bin/sh\n") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "tbconsole"
+    script.write_text(text)
+    script.chmod(0o755)
+    return script
+
+
+def test_our_command_is_tbconsole_only_where_path_finds_this_installation(tmp_path):
+    venv = tmp_path / "my venv" / "bin"  # a space: the absolute path must come quoted
+    ours = _script(venv)
+    python = venv / "python"
+    python.symlink_to(sys.executable)  # as in a venv: not resolved, or the venv's folder is lost
+    other = _script(tmp_path / "other", "#!/bin/sh\necho another installation\n")
+    linked = tmp_path / "local-bin"
+    linked.mkdir()
+    (linked / "tbconsole").symlink_to(ours)  # pipx-style: a link to this installation's script
+    assert command_name(f"/usr/bin:{venv}", str(python)) == "tbconsole"  # an activated venv
+    assert command_name(f"{linked}:/usr/bin", str(python)) == "tbconsole"
+    assert command_name("/usr/bin:/bin", str(python)) == shlex.quote(str(ours))  # `make demo`: not on PATH
+    assert command_name(f"{other.parent}:{venv}", str(python)) == shlex.quote(str(ours))  # another one first
+    assert command_name("", str(python)).startswith("'/")
+    # An interpreter with no script beside it (the package run from another Python): python -m.
+    bare = tmp_path / "bare" / "python3"
+    assert command_name(f"{venv}", str(bare)) == f"{bare} -m tbconsole"
+
+
+def test_a_hint_works_in_a_new_shell_with_or_without_tbconsole_on_path(tmp_path, monkeypatch):
+    """This installation's own hint, run by a shell whose PATH has no tbconsole (a new shell after
+    `make demo`), then one whose PATH has this venv (activated): both run this tbconsole."""
+    venv_bin = Path(sys.executable).parent
+    folder = tmp_path / "no runs here"
+    for path, spelled in [
+        ("/usr/bin:/bin", shlex.quote(str(venv_bin / "tbconsole"))),
+        (f"{venv_bin}:/usr/bin:/bin", "tbconsole"),
+    ]:
+        monkeypatch.setenv("PATH", path)
+        hint = command_line("runs", folder)
+        assert hint == f"{spelled} runs {shlex.quote(str(folder))}"
+        shell = subprocess.run(
+            ["/bin/sh", "-c", hint], env=dict(os.environ), capture_output=True, text=True, timeout=60
+        )
+        assert shell.returncode == 2 and "no such folder" in shell.stderr, (hint, shell.stderr)
+
+
+def test_a_relative_path_in_a_hint_is_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert command_line("attach", Path("runs/x"), "config.log_path=a b").endswith(
+        f" attach {tmp_path}/runs/x 'config.log_path=a b'"
+    )

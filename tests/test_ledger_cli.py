@@ -81,4 +81,4 @@ def test_actions_go_to_a_live_run_and_mistakes_exit_2(tmp_path, hold_lease):
     ControlInbox(run, control).poll()
     assert got == [("drop_task", task), ("weight_task", f"{task}=2")]
     missing = ledger(tmp_path / "nowhere")
-    assert missing.returncode == 2 and "no events.jsonl" in missing.stderr
+    assert missing.returncode == 2 and "no such file or folder" in missing.stderr

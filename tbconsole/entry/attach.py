@@ -4,7 +4,11 @@
   that is still going is followed live (``attach_console``: tail of ``events.jsonl``; p/s/a/d go
   through the run's control inbox; ``q`` leaves and the run goes on; a runner that dies reads as
   dead); a finished one is replayed (``[ ]`` move by step). Either way the terminal gets a short
-  summary when the console closes. ``--web`` serves the console to a browser instead
+  summary when the console closes. Without a terminal (stdin or stdout not one: a script, a
+  pipe, cron) it prints where the run stands as plain text instead and exits (``status_text``).
+  A path that is no run (``runfolder.run_events``) is a usage error; a run folder whose runner
+  holds it but has written no event yet is a run starting, followed like any other.
+  ``--web`` serves the console to a browser instead
   (``tbconsole.entry.web``). Only Textual and tbconsole's light modules are imported on
   this path (no torch, harbor, tinker), so it starts fast and works under ``textual-serve`` (which
   starts one process per browser connection: the served command attaches, it never starts a run).
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tbconsole.atomic import write_text
-from tbconsole.runfolder import EVENTS_FILE, RunFolder
+from tbconsole.runfolder import NotARun, RunFolder, run_events
 
 if TYPE_CHECKING:  # imported where used, for a quick start: only the types here
     from tbconsole.control import RunControl
@@ -76,21 +80,105 @@ def run_attach(args: argparse.Namespace) -> int:
     from tbconsole.ui.data.source import run_has_ended
 
     log_path: Path = args.log_path
-    events_file = log_path if log_path.is_file() else RunFolder(log_path).events
-    if not events_file.is_file():
-        print(f"tbconsole attach: no {EVENTS_FILE} in {log_path} (is it a run's log_path?)", file=sys.stderr)
+    try:
+        events_file = run_events(log_path)
+    except NotARun as exc:
+        print(f"tbconsole attach: {exc}", file=sys.stderr)
         return 2
     run_dir = events_file.parent
     if args.screenshot is not None:
+        if not events_file.is_file():
+            print(f"tbconsole attach: {run_dir}: the run has written no events yet (it is starting)", file=sys.stderr)
+            return 1
         return _screenshot(events_file, args.screenshot, args.theme, args.size)
     if args.web:
         return _serve(run_dir, args.theme, args.host, args.port)
+    if not console_has_terminal():
+        print("tbconsole attach: the console needs a terminal; where the run stands:", file=sys.stderr)
+        return print_status(run_dir)
     # A run folder whose last event is run.ended but that a runner holds again is a resume starting.
     ended = run_has_ended(run_dir) and read_lease(run_dir).state is not RunnerState.LIVE
     if not (args.replay or ended or log_path.is_file()):
         return attach_console(run_dir, args.theme)
     app = ConsoleApp(replay_path=events_file, theme=args.theme)
     return _run_and_summarize(app, run_dir)
+
+
+def console_has_terminal() -> bool:
+    """Whether a full-screen console can run here: stdin and stdout are a terminal, or
+    textual-serve runs this command for a browser (it sets TEXTUAL_DRIVER; its pipes are no
+    terminal). Without one Textual would write its screens into a pipe and wait for keys that
+    never come. `attach` and `compare` decide alike."""
+    if "TEXTUAL_DRIVER" in os.environ:
+        return True
+    return _isatty(sys.stdin) and _isatty(sys.stdout)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):  # closed
+        return False
+
+
+def status_text(log_path: Path, now: float | None = None) -> str:
+    """Where the run in ``log_path`` stands, as plain text (its state from the snapshot and the
+    events after it, read only): run, model, step and state; the mean reward of its newest steps;
+    its active advisories; then the summary the console prints when it closes (with the command
+    to re-attach or resume). Text from the run is inert (the reducer's state holds no control
+    character; ``one_line`` keeps each item on its line)."""
+    import time
+
+    from tbconsole.enums import RunnerState
+    from tbconsole.inert import one_line
+    from tbconsole.lease import read_lease
+    from tbconsole.state.snapshot import restore
+    from tbconsole.ui.present.wording import (
+        exit_summary,
+        format_value,
+        progress_text,
+        severity_rank,
+        status_label,
+    )
+
+    restored = restore(log_path, write_after=None)
+    restored.reader.close()
+    state, runner = restored.state, read_lease(log_path)
+    now = time.time() if now is None else now
+    if state.run_id is None:
+        head = ["no events yet (the run is starting)" if runner.state is RunnerState.LIVE else "no events"]
+    else:
+        head = [f"run {one_line(state.run_id, 80)}"]
+        if state.model_name:
+            head.append(one_line(state.model_name, 80))
+        head.append(progress_text(state, now))
+    head.append(status_label(state, runner))
+    lines = [" · ".join(head)]
+    trend = state.reward_trend()
+    if trend:
+        lines.append("mean reward by step: " + ", ".join(f"{step} {format_value(m)}" for step, m, _ in trend[-8:]))
+    active = sorted(
+        (a for a in state.advisories.values() if a.active), key=lambda a: (severity_rank(a.severity), -a.updated)
+    )
+    if active:
+        lines.append(f"advisories ({len(active)} active):")
+        lines += [f"  {one_line(a.severity, 12)} {one_line(a.rule, 40)}: {one_line(a.message, 200)}" for a in active]
+    elif state.run_id is not None:
+        lines.append("advisories: none active")
+    lines.append(exit_summary(state, runner, log_path))
+    return "\n".join(lines)
+
+
+def print_status(log_path: Path) -> int:
+    """``status_text`` on stdout (a reader that leaves early, `| head`, is no error)."""
+    from tbconsole.runlist import remember
+
+    remember(log_path)  # for `tbconsole runs`
+    try:
+        print(status_text(log_path), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def attach_console(log_path: Path, theme: str | None) -> int:

@@ -3,8 +3,9 @@
 On a terminal, the compare screen (``tbconsole.ui.compare_app``): every run's training reward,
 held-out reward, KL, entropy and step time on one step axis, solve rates per task or family, the
 settings that differ; it reads on while any run is live. ``--web`` serves that screen to a
-browser as ``attach --web`` serves the console (``tbconsole.entry.web``); ``--text``, or a
-stdout that is no terminal, prints the same comparison as plain columns for scripts.
+browser as ``attach --web`` serves the console (``tbconsole.entry.web``); ``--text``, or no
+terminal (``attach.console_has_terminal``, as for attach), prints the same comparison as plain
+columns for scripts.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
         return _serve(paths, args.theme, args.host, args.port)
     if args.screenshot is not None:
         return _screenshot(paths, args.screenshot, args.theme, args.size)
-    served = "TEXTUAL_DRIVER" in os.environ  # a browser session of --web: stdout is its pipe
-    if args.text or not (sys.stdout.isatty() or served):
+    from tbconsole.entry.attach import console_has_terminal
+
+    if args.text or not console_has_terminal():
         return print_summary(paths)
     return compare_console(paths, args.theme)
 

@@ -40,18 +40,19 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tbconsole.events import read_events_of
-    from tbconsole.runfolder import RunFolder
+    from tbconsole.runfolder import NotARun, run_events
     from tbconsole.state import reduce_all
 
-    events = RunFolder(args.log_path).events
-    if not events.is_file():
-        raise UsageError(f"{args.log_path}: no events.jsonl here (not a run folder?)")
+    try:
+        events = run_events(args.log_path)
+    except NotARun as exc:
+        raise UsageError(str(exc)) from None
     if args.steps < 1:
         raise UsageError("--steps must be 1 or more")
-    state = reduce_all(read_events_of(events, KINDS))
+    state = reduce_all(read_events_of(events, KINDS) if events.is_file() else [])  # none yet: a run starting
     action = _action(args)
     if action is not None:
-        return _send(args.log_path, state.tasks, *action)
+        return _send(events.parent, state.tasks, *action)
     print("\n".join(table(state, families=args.families, sort=SORT_KEYS[args.sort], steps=args.steps)))
     return 0
 
@@ -59,6 +60,7 @@ def run(args) -> int:
 def table(state, *, families: bool, sort: str, steps: int) -> list[str]:
     """The ledger's lines: a summary, a header, a row per task or family."""
     from tbconsole.formatting import format_duration
+    from tbconsole.inert import one_line
     from tbconsole.ui.present import ledger_view as lv
 
     ledger = state.ledger
@@ -69,11 +71,11 @@ def table(state, *, families: bool, sort: str, steps: int) -> list[str]:
     seen = sorted({s for r in rows for s in r.cells})
     shown = seen[-steps:]
     lines = [
-        f"{len(rows)} {'families' if families else 'tasks'} · sandbox {format_duration(totals.sandbox_s)}, "
+        f"{len(rows)} {_noun(len(rows), families)} · sandbox {format_duration(totals.sandbox_s)}, "
         f"{lv.percent(totals.waste_share)} of it in groups that trained nothing · out now: "
         f"{totals.dropped} dropped, {totals.skipped} skipped · pending: {totals.pending}",
     ]
-    name_w = max([len("family" if families else "task"), *(len(r.name) for r in rows)])
+    name_w = max([len("family" if families else "task"), *(len(one_line(r.name, 80)) for r in rows)])
     steps_label = f"steps {shown[0]}–{shown[-1]}" if shown else "steps"
     lines.append(
         f"{'family' if families else 'task':<{name_w}}  {'solve':>5}  {'groups':>6}  {'nosig':>5}  "
@@ -91,11 +93,18 @@ def table(state, *, families: bool, sort: str, steps: int) -> list[str]:
             spans = lv.out_spans([c for c in ledger.changes if c[1] == row.name], row.admission)
         marks = "".join(lv.cell_mark(row.cells.get(s), lv.is_out(spans, s))[0] for s in shown)
         lines.append(
-            f"{row.name:<{name_w}}  {lv.percent(row.solve_rate):>5}  {row.groups:>6}  {lv.percent(nosig):>5}  "
+            f"{one_line(row.name, 80):<{name_w}}  {lv.percent(row.solve_rate):>5}  {row.groups:>6}  "
+            f"{lv.percent(nosig):>5}  "
             f"{format_duration(row.sandbox_s):>8}  {format_duration(row.no_signal_s):>8}  {streak:<10}  "
             f"{where:<34}  {marks}"
         )
     return lines
+
+
+def _noun(n: int, families: bool) -> str:
+    if families:
+        return "family" if n == 1 else "families"
+    return "task" if n == 1 else "tasks"
 
 
 def _action(args) -> tuple[str, str] | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from tbconsole.cpushare import RUNNER_SESSION_NICE, lower_session_weight
 from tbconsole.enums import ControlState, LogLevel, RunStatus
+from tbconsole.formatting import command_line
 from tbconsole.runfolder import RunFolder
 
 if TYPE_CHECKING:
@@ -198,7 +199,9 @@ def detached(command: str, args: list[str], log_path: Path, *, console: bool, th
         print(f"interrupted: the runner (pid {runner.pid}) was asked to stop; its log: {runner_log}", file=sys.stderr)
         return 130
     if not console:
-        print(f"runner started (pid {runner.pid}); its log: {runner_log}; its console: tbconsole attach {log_path}")
+        print(
+            f"runner started (pid {runner.pid}); its log: {runner_log}; its console: {command_line('attach', log_path)}"
+        )
         return 0
     from tbconsole.entry.attach import attach_console
 

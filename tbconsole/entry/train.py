@@ -167,10 +167,12 @@ def choose_console(
         return False, None
     if stdin.isatty() and stdout.isatty():
         return True, None
+    from tbconsole.formatting import command_line
+
     stream = "stdout" if not stdout.isatty() else "stdin"
     return False, (
         f"{prog}: {stream} is not a terminal, so a progress log is printed instead of the console; "
-        f"for the console run this in a terminal, or `tbconsole attach {log_path}` from one"
+        f"for the console run this in a terminal, or `{command_line('attach', log_path)}` from one"
     )
 
 

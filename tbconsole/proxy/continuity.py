@@ -33,6 +33,9 @@ request…), and the capture line records it. The last few conversations of a tr
 remembered (``HEADS``), so an agent's side requests (Claude Code's title and summary calls) do
 not break its main conversation's chain. With continuity off, prompts are the renderer's own,
 unchanged; a turn then still continues an earlier one when the renderer's form happens to extend.
+
+``peek`` is ``splice`` that changes nothing of the trial (Anthropic's ``count_tokens``): every
+token count the proxy gives is that of the prompt a request samples, or would sample, from.
 """
 
 from __future__ import annotations
@@ -91,11 +94,22 @@ class Continuity:
         self._last: tuple[int, list[int], tuple[int, ...]] | None = None  # (turn, prompt, output) captured last
 
     def splice(self, messages: list[Message]) -> Splice:
-        """The prompt for ``messages`` (renders them: call on the render thread)."""
+        """The prompt for ``messages`` (renders them: call on the render thread). The trial's
+        renderer keeps this render for the next; nothing else changes until ``commit``."""
         rendered = self.renderer.render(messages)
+        return self._splice(messages, rendered, self.renderer.message_offsets)
+
+    def peek(self, messages: list[Message]) -> Splice:
+        """``splice(messages)``'s prompt, changing nothing of the trial: not its renderer's kept
+        renders, not its conversations (Anthropic's ``count_tokens``: the length of the prompt
+        a ``create`` of the same body would sample from now)."""
+        return self._splice(messages, *self.renderer.peek(messages))
+
+    def _splice(self, messages: list[Message], rendered: list[int], offsets: list[int] | None) -> Splice:
+        """The prompt for ``messages`` from their render and its per-message offsets. Reads the
+        trial's conversations, never changes them."""
         if not self.usable:
             return self._unspliced(rendered)
-        offsets = self.renderer.message_offsets
         assert offsets is not None  # usable: the renderer renders per message
         suffix = tuple(rendered[offsets[-1] :])
         head, why = self._match(messages)

@@ -148,9 +148,15 @@ class ProxyHttp:
         return web.json_response(openai_api.models(self.model_name))
 
     async def _anthropic_count_tokens(self, request: web.Request) -> web.Response:
-        self._authorize(request)
+        trial = self._authorize(request)
         body = await read_json(request, self.max_body_bytes)
-        return web.json_response({"input_tokens": await self.pipeline.count_tokens(body)})
+        messages = self.pipeline.count_request(body)
+        # Under the trial's lock, as a create: the count is that of the prompt a create sent now
+        # would sample from (after the trial's call in flight has kept its turn), and the trial's
+        # renderer serves one render at a time.
+        async with trial.lock:
+            tokens = await self.pipeline.count_tokens(trial, messages)
+        return web.json_response({"input_tokens": tokens})
 
     async def _openai_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, APIS["openai"])

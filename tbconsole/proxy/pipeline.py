@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import tinker
-from tinker_cookbook.renderers.base import Renderer
+from tinker_cookbook.renderers.base import Message, Renderer
 
 from tbconsole.proxy import anthropic_input
 from tbconsole.proxy.apis import Answer, Api
@@ -33,7 +33,6 @@ from tbconsole.proxy.chat import ChatReply, ChatRequest, ConversionCache, new_id
 from tbconsole.proxy.continuity import Splice
 from tbconsole.proxy.errors import ContextWindowExceeded, ProxyError
 from tbconsole.proxy.offload import off_loop
-from tbconsole.proxy.render import full_render, message_chars
 from tbconsole.proxy.reply import parse_reply
 from tbconsole.proxy.sampling import Sampled, client_error, describe, sample_once
 from tbconsole.proxy.trials import Trial, TurnNotPersisted
@@ -117,28 +116,24 @@ class Pipeline:
     def parse(self, api: Api, body: Any, cache: ConversionCache | None) -> ChatRequest:
         return _client_input(api.parse, body, self.renderer, cache)
 
-    async def count_tokens(self, body: Any) -> int:
-        """Anthropic's count_tokens: the conversation's rendered length, nothing sampled."""
-        messages = _client_input(anthropic_input.count_request, body, self.renderer)
-        try:
-            tokens = await self._render(sum(map(message_chars, messages)), full_render, self.renderer, messages)
-        except ProxyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the conversation cannot be rendered
-            raise ProxyError(400, f"the conversation cannot be rendered: {str(exc)[:300]}") from None
-        return len(tokens)
+    def count_request(self, body: Any) -> list[Message]:
+        """A ``count_tokens`` body's conversation (without the trial's conversion cache, which
+        counting must leave as the trial's last call left it)."""
+        return _client_input(anthropic_input.count_request, body, self.renderer)
+
+    async def count_tokens(self, trial: Trial, messages: list[Message]) -> int:
+        """Anthropic's count_tokens for ``trial`` (its lock held): the length of the prompt a
+        ``create`` of the same conversation would sample from now, its earlier sampled tokens
+        spliced in when it continues one of the trial's conversations (Claude Code decides when
+        to compact from this count). Nothing is sampled or captured, and the trial's continuity
+        and renderer are left as they were (``Continuity.peek``)."""
+        return len((await self._splice(trial, messages, trial.continuity.peek)).prompt)
 
     # -- one turn ------------------------------------------------------------------------------------
 
     async def turn(self, api: Api, trial: Trial, chat: ChatRequest, exchange: Exchange, out: Outcome) -> None:
         """One call of ``trial`` (its lock held), answered through ``exchange``."""
-        try:
-            chars = trial.renderer.pending_chars(chat.messages)
-            splice = await self._render(chars, trial.continuity.splice, chat.messages)
-        except Exception as exc:  # noqa: BLE001 - the renderer refuses this conversation
-            raise ProxyError(
-                400, f"the conversation cannot be rendered: {type(exc).__name__}: {str(exc)[:300]}"
-            ) from None
+        splice = await self._splice(trial, chat.messages, trial.continuity.splice)
         prompt = splice.prompt
         out.prompt_tokens = len(prompt)
         answer = api.answer(chat, new_id(api.id_prefix), trial.temperature_for(chat))
@@ -191,6 +186,16 @@ class Pipeline:
             return str(self._tokenizer.decode(tokens))
         except Exception:  # noqa: BLE001 - only for showing an unparseable sample
             return f"[{len(tokens)} tokens that could not be decoded]"
+
+    async def _splice(self, trial: Trial, messages: list[Message], splice: Callable[[list[Message]], Splice]) -> Splice:
+        """``splice(messages)`` (the trial's ``Continuity.splice`` or ``peek``); a conversation
+        the renderer refuses is the client's 400."""
+        try:
+            return await self._render(trial.renderer.pending_chars(messages), splice, messages)
+        except Exception as exc:  # noqa: BLE001 - the renderer refuses this conversation
+            raise ProxyError(
+                400, f"the conversation cannot be rendered: {type(exc).__name__}: {str(exc)[:300]}"
+            ) from None
 
     async def _render(self, chars: int, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, on the proxy's thread pool when it tokenizes ``chars`` or more."""

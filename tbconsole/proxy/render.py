@@ -178,18 +178,28 @@ class IncrementalRenderer:
         return sum(message_chars(m) for m in messages[max(0, same - 1) :])
 
     def render(self, messages: list[Message]) -> list[int]:
+        """The prompt for ``messages``; its per-message renders are kept for the next call."""
         if not self.incremental:
             tokens = full_render(self.renderer, messages)
             self.rendered_last, self.reused_last, self.reused_tokens = len(messages), 0, 0
             self.render_count += 1
             return tokens
         try:
-            return self._render(messages)
+            return self._render(messages, keep=True)[0]
         except BaseException:
             self.reset()
             raise
 
-    def _render(self, messages: list[Message]) -> list[int]:
+    def peek(self, messages: list[Message]) -> tuple[list[int], list[int] | None]:
+        """What ``render(messages)`` returns, and its ``message_offsets``, leaving this renderer
+        as it was: the last render's messages and tokens, its counters and offsets (for
+        ``count_tokens``, which must not disturb the trial it counts for). It reuses the kept
+        renders all the same; only the tokenizer's memo of recent texts learns (same output)."""
+        if not self.incremental:
+            return full_render(self.renderer, messages), None
+        return self._render(messages, keep=False)
+
+    def _render(self, messages: list[Message], *, keep: bool) -> tuple[list[int], list[int]]:
         renderer = self.working
         n = len(messages)
         last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
@@ -215,8 +225,11 @@ class IncrementalRenderer:
 
         bos = list(renderer._bos_tokens)
         if block and bos == self._tokens[: len(bos)]:
-            tokens = self._tokens  # kept, cut back in place (no copy of the history's tokens)
-            del tokens[self._offsets[block] :]
+            if keep:
+                tokens = self._tokens  # kept, cut back in place (no copy of the history's tokens)
+                del tokens[self._offsets[block] :]
+            else:  # a peek: a copy, the kept tokens stay whole
+                tokens = self._tokens[: self._offsets[block]]
             keys, renders, offsets = self._keys[:block], self._renders[:block], self._offsets[: block + 1]
         else:
             block = 0
@@ -261,14 +274,15 @@ class IncrementalRenderer:
             tokens.extend(piece)
             offsets.append(len(tokens))
 
-        if first_changed is None:
-            first_changed = n
-        self.reused_tokens = offsets[first_changed] if prev_n else 0
-        self._messages, self._keys, self._renders = list(messages), keys, renders
-        self._offsets, self._tokens = offsets, tokens
-        self._last_user, self._turn_start = last_user, turn_start
-        self.rendered_last, self.reused_last = rendered, n - rendered
-        self.render_count += 1
+        if keep:
+            if first_changed is None:
+                first_changed = n
+            self.reused_tokens = offsets[first_changed] if prev_n else 0
+            self._messages, self._keys, self._renders = list(messages), keys, renders
+            self._offsets, self._tokens = offsets, tokens
+            self._last_user, self._turn_start = last_user, turn_start
+            self.rendered_last, self.reused_last = rendered, n - rendered
+            self.render_count += 1
 
         suffix_ctx = RenderContext(
             idx=n,
@@ -277,4 +291,4 @@ class IncrementalRenderer:
             last_user_index=last_user,
             in_last_assistant_turn=True,
         )
-        return tokens + list(renderer._get_generation_suffix("assistant", suffix_ctx))
+        return tokens + list(renderer._get_generation_suffix("assistant", suffix_ctx)), offsets

@@ -11,6 +11,8 @@ import asyncio
 import os
 from pathlib import Path
 
+from tbconsole.formatting import command_line
+
 EMBEDDED = "embedded"  # the demo's placeholder for the in-process engine (runner.demo)
 MAX_LISTED = 5
 
@@ -144,7 +146,7 @@ def check_tasks(task_dirs: list[Path], environment: dict, option: str) -> None:
             if local
             else f"Fix those task folders or leave them out of {option}. "
         )
-        + "'tbconsole tasks DIR' lists every task with what it needs."
+        + f"`{command_line('tasks', 'DIR')}` lists every task with what it needs."
     )
 
 

@@ -309,3 +309,92 @@ async def test_a_system_turn_inside_messages_renders_in_place(harness, renderer)
         Message(role="user", content="Go."),
     ]
     assert h.proxy.turns("trial-s")[0].prompt_tokens == full_render(renderer, expected)
+
+
+async def test_count_tokens_is_the_prompt_the_next_create_samples_from(harness, renderer):
+    """Claude Code compacts its context from count_tokens: the count must be the length of the
+    prompt a create of the same body samples from, token continuity's splice included (the
+    earlier sampled tokens, thinking kept), for the trial in the URL, at every turn; and counting
+    changes nothing (no sample, no capture, no continuity state)."""
+    h = await harness()
+    cred = h.proxy.register_trial("trial-cc")
+    api = client(cred)
+    system = [
+        {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+        {"type": "text", "text": "Use the tools to help the user.", "cache_control": {"type": "ephemeral"}},
+    ]
+    main = {"model": "policy", "system": system, "tools": [ANTHROPIC_BASH]}
+    # Turn 1's reply thinks and calls a tool; turn 2's is cut short by max_tokens (the end of
+    # its turn is the renderer's, not sampled); the side request answers plainly.
+    h.sampler.add(tool_reply("ls", thinking="Check the files first, then read the failing test."))
+    h.sampler.truncated(tool_reply("cat a.txt", thinking="The file list shows a.txt; read it."), keep=14)
+    h.sampler.add(text_reply("Fix the failing test"))
+    h.sampler.add(text_reply("Done: the test passes now.", thinking="It passes."))
+    messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": "Fix the failing test."}]}]
+
+    async def count_then_create(body: dict, *, stream: bool = False):
+        counted = (await api.messages.count_tokens(**body)).input_tokens
+        again = (await api.messages.count_tokens(**body)).input_tokens  # counting twice changes nothing
+        if stream:
+            async with api.messages.stream(max_tokens=100, **body) as s:
+                msg = await s.get_final_message()
+        else:
+            msg = await api.messages.create(max_tokens=100, **body)
+        assert counted == again == msg.usage.input_tokens
+        return msg
+
+    def echo(msg) -> dict:
+        return {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
+
+    msg1 = await count_then_create({**main, "messages": messages})
+    # The same conversation counted again (Claude Code re-counts): the prompt its turn had.
+    assert (await api.messages.count_tokens(**main, messages=messages)).input_tokens == msg1.usage.input_tokens
+    use = msg1.content[-1]
+    messages += [
+        echo(msg1),
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": use.id, "content": [{"type": "text", "text": "a.txt b.txt"}]},
+                {"type": "text", "text": "<system-reminder>Keep going.</system-reminder>"},
+            ],
+        },
+    ]
+    msg2 = await count_then_create({**main, "messages": messages})
+    # A side request that continues nothing (title generation): the renderer's own prompt.
+    side = {
+        "model": "policy",
+        "system": [{"type": "text", "text": "Write a 3-7 word title for the conversation."}],
+        "messages": [{"role": "user", "content": "Fix the failing test."}],
+    }
+    await count_then_create(side)
+    # The same body counted for another trial, which has no history: a fresh render.
+    fresh = len(
+        full_render(
+            renderer,
+            [
+                Message(role="system", content="Write a 3-7 word title for the conversation."),
+                Message(role="user", content="Fix the failing test."),
+            ],
+        )
+    )
+    other = client(h.proxy.register_trial("trial-other"))
+    assert (await other.messages.count_tokens(**side)).input_tokens == fresh
+    # The main conversation carries on past the side request, the truncated reply's thinking
+    # sent back; the count of turn 3 is taken first, then a side count in between.
+    messages += [echo(msg2), {"role": "user", "content": "Now run the tests."}]
+    counted = (await api.messages.count_tokens(**main, messages=messages)).input_tokens
+    await api.messages.count_tokens(**side)
+    msg3 = await count_then_create({**main, "messages": messages}, stream=True)
+    assert msg3.usage.input_tokens == counted
+
+    turns = h.proxy.turns("trial-cc")
+    assert len(turns) == len(h.sampler.calls) == 4 and h.proxy.turns("trial-other") == []
+    assert [t.continues for t in turns] == [None, 0, None, 1]
+    assert [msg1.usage.input_tokens, msg2.usage.input_tokens, msg3.usage.input_tokens] == [
+        len(turns[0].prompt_tokens),
+        len(turns[1].prompt_tokens),
+        len(turns[3].prompt_tokens),
+    ]
+    # What the old count (the conversation rendered alone) missed: the spliced prompt is longer.
+    assert len(turns[3].prompt_tokens) > (await other.messages.count_tokens(**main, messages=messages)).input_tokens

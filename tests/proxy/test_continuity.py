@@ -14,6 +14,8 @@ Checked on every request, for several renderers:
   previous prompt + sampled tokens, and the turn says which turn it continues; after a rewrite or an
   edited echo it is the renderer's own prompt and says why it starts a new datum;
 - continuity off, or a renderer that cannot be spliced: the prompt is exactly the renderer's own;
+- ``peek`` (count_tokens), before each request and for a side request, gives the splice's prompt
+  and leaves the trial's renderer exactly as it was;
 - the cookbook's ``trajectory_to_data`` makes one datum of an unrewritten trial, with the loss mask
   on the sampled tokens only and the trial's advantage on them.
 """
@@ -136,7 +138,19 @@ def converse(kind: Kind, seed: int, *, continuity: bool = True, rewrites: bool =
     kept: dict[int, list[int]] = {}  # its other replies → their tokens in the prompt that first held them
     expected = "first"
     for n in range(rng.randint(3, 7)):
+        # count_tokens peeks first (this conversation, and a side request's): the same prompt
+        # as the splice that follows, and the trial's renderer left exactly as it was.
+        before = _renderer_state(incremental)
+        peeked = splicer.peek(list(messages))
+        splicer.peek([messages[0], Message(role="user", content="Write a title for this conversation.")])
+        assert _renderer_state(incremental) == before
         splice = splicer.splice(list(messages))
+        assert (peeked.prompt, peeked.continues, peeked.new_datum, peeked.shared) == (
+            splice.prompt,
+            splice.continues,
+            splice.new_datum,
+            splice.shared,
+        )
         reply = _reply(rng, kind, n)
         output = reply_tokens(renderer, reply)
         stop_reason = "stop"
@@ -180,6 +194,23 @@ def converse(kind: Kind, seed: int, *, continuity: bool = True, rewrites: bool =
         if expected != "continue":
             chain, kept = {}, {}
     return turns
+
+
+def _renderer_state(incremental: IncrementalRenderer) -> tuple:
+    """Everything a render keeps, by value (the messages by identity, as the renderer sees them)."""
+    return (
+        incremental.render_count,
+        incremental.reused_tokens,
+        incremental.rendered_last,
+        incremental.reused_last,
+        [id(m) for m in incremental._messages],
+        list(incremental._keys),
+        list(incremental._renders),
+        list(incremental._offsets),
+        list(incremental._tokens),
+        incremental._last_user,
+        incremental._turn_start,
+    )
 
 
 def check(kind: Kind, turns: list[Turn], continuity: bool) -> None:

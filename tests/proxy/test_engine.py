@@ -109,3 +109,47 @@ async def test_openai_responses_and_anthropic_clients_through_the_engine(engine_
     assert turns[2].prompt_tokens == turns[0].prompt_tokens  # the same conversation through the Responses API
     assert events_out[-1].response.usage.output_tokens == len(turns[2].output_tokens) <= 16
     assert [json.loads(e.to_json())["status"] for e in events] == [200, 200, 200, 200]
+
+
+async def test_anthropic_count_tokens_is_the_prompt_the_engine_samples_from(engine_renderer, sampling_client, tmp_path):
+    """Claude Code's shape (system blocks with cache_control, tools, its replies' thinking sent
+    back) over turns sampled by the engine: count_tokens is, at each turn, the length of the
+    prompt the create that follows samples from (token continuity's, the sampled thinking kept),
+    and a side request's count is its own fresh render's."""
+    proxy = CaptureProxy(
+        renderer=engine_renderer,
+        sampler=lambda: sampling_client,
+        default_max_tokens=8,
+        capture_dir=tmp_path / "capture",
+        publish=lambda event: None,
+    )
+    system = [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]
+    tools = [{"name": "bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    side = {"model": "policy", "system": "Write a title.", "messages": [{"role": "user", "content": "List files."}]}
+    async with proxy:
+        cred = proxy.register_trial("engine-count", context_window=4096, temperature=0.0)  # greedy: repeatable
+        async with anthropic.AsyncAnthropic(
+            base_url=cred.anthropic_base_url, api_key=cred.api_key, max_retries=0
+        ) as claude:
+            messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": "List files."}]}]
+            counts, usages = [], []
+            for turn in range(3):
+                body = {"model": "policy", "system": system, "tools": tools, "messages": messages}
+                counts.append((await claude.messages.count_tokens(**body)).input_tokens)
+                msg = await claude.messages.create(max_tokens=8, **body)
+                usages.append(msg.usage.input_tokens)
+                if turn == 0:  # a side request between turns: its count is its create's too
+                    side_count = (await claude.messages.count_tokens(**side)).input_tokens
+                    assert side_count == (await claude.messages.create(max_tokens=4, **side)).usage.input_tokens
+                reply = {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
+                messages = [*messages, reply, {"role": "user", "content": "Go on."}]
+    assert counts == usages
+    turns = proxy.turns("engine-count")
+    assert [len(t.prompt_tokens) for t in turns] == [usages[0], side_count, usages[1], usages[2]]
+    assert [t.continues for t in turns] == [None, None, 0, 2]
+    assert side_count == len(
+        full_render(
+            engine_renderer,
+            [{"role": "system", "content": "Write a title."}, {"role": "user", "content": "List files."}],
+        )
+    )

@@ -15,6 +15,7 @@ import pytest
 
 from tbconsole.enums import RunnerState
 from tbconsole.events import ControlChanged, read_events
+from tbconsole.formatting import command_line
 from tbconsole.lease import read_lease
 from tbconsole.runfolder import RunFolder
 
@@ -159,14 +160,14 @@ def test_detach_says_where_the_runner_is_a_second_runner_is_refused_and_kill_9_r
     runner_pid = read_lease(log).pid
     lines = started.stdout.strip().splitlines()
     assert len(lines) == 1 and f"pid {runner_pid}" in lines[0], started.stdout
-    assert str(RunFolder(log).runner_log) in lines[0] and f"tbconsole attach {log}" in lines[0]
+    assert str(RunFolder(log).runner_log) in lines[0] and command_line("attach", log) in lines[0]
     os.kill(runner_pid, signal.SIGSTOP)  # held where it is (still holding the folder): no trial starts
     try:
         second = subprocess.run(
             [sys.executable, "-m", "tbconsole", *args, "--headless"], capture_output=True, text=True, env=env
         )
         assert second.returncode == 2, second.stderr
-        assert f"pid {runner_pid}" in second.stderr and f"tbconsole attach {log}" in second.stderr
+        assert f"pid {runner_pid}" in second.stderr and command_line("attach", log) in second.stderr
         assert "Traceback" not in second.stderr
     finally:
         os.kill(runner_pid, signal.SIGKILL)

@@ -11,6 +11,7 @@ import pytest
 
 from tbconsole.entry import run as entry_run
 from tbconsole.entry.train import choose_console, run_train
+from tbconsole.formatting import command_line
 from tbconsole.runner.options import OptionsError, parse, resolve_renderer_name
 from tbconsole.taskset import BUNDLED_TASKS_DIR
 
@@ -152,7 +153,7 @@ def test_the_console_opens_only_on_a_terminal_and_a_fallback_says_so(tmp_path):
     assert choose_console("tbconsole demo", log_path, headless=True, stdin=tty, stdout=pipe) == (False, None)
     console, notice = choose_console("tbconsole demo", log_path, headless=False, stdin=tty, stdout=pipe)
     assert not console and notice.startswith("tbconsole demo: stdout is not a terminal") and "\n" not in notice
-    assert f"tbconsole attach {log_path}" in notice
+    assert f"{command_line('attach', log_path)}`" in notice  # spelled as a new shell runs it
 
 
 def test_a_run_with_stdout_piped_goes_headless_with_a_notice(tmp_path, monkeypatch, capsys):

@@ -15,6 +15,7 @@ import pytest
 
 from tbconsole.entry import attach
 from tbconsole.enums import RunnerState
+from tbconsole.formatting import command_line
 from tbconsole.lease import Lease, LeaseView
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
@@ -70,7 +71,7 @@ async def test_a_killed_runner_reads_dead_within_seconds(tmp_path, hold_lease):
         gateway = text_of(app, "#gateway")
         assert "healthy" not in gateway and "not probed (runner gone)" in gateway
         notice = text_of(app, "#notice", 400)
-        assert f"resume: tbconsole demo config.max_steps=3 config.log_path={run.resolve()}" in notice
+        assert f"resume: {command_line('demo', 'config.max_steps=3', f'config.log_path={run.resolve()}')}" in notice
         assert "checkpoint 000002" in notice
         stopped_at = app.now()  # the clock stopped with the runner
         await pilot.pause(1.2)
@@ -95,7 +96,7 @@ async def test_an_ended_runner_shows_how_the_run_ended(tmp_path, end, badge):
         if end == "done":  # nothing to resume
             assert not app.screen.query_one("#notice").display
         else:
-            assert "resume: tbconsole demo" in notice
+            assert f"resume: {command_line('demo')}" in notice
 
 
 def test_q_leaves_at_once_and_the_run_goes_on(tmp_path, hold_lease, monkeypatch, capsys):
@@ -123,7 +124,7 @@ def test_q_leaves_at_once_and_the_run_goes_on(tmp_path, hold_lease, monkeypatch,
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2, out
     assert out[0].startswith(f"{run}: live · 3/3 trained · reward ") and "checkpoint 000002 at step 1" in out[0]
-    assert out[1].strip() == f"the run goes on; re-attach: tbconsole attach {run}"
+    assert out[1].strip() == f"the run goes on; re-attach: {command_line('attach', run)}"
     assert json.loads((tmp_path / "cache" / "tbconsole" / "recent.json").read_text()) == [str(run.resolve())]
 
 
@@ -132,7 +133,7 @@ def test_the_summary_of_a_finished_run_and_of_a_dead_one(finished_events, tmp_pa
     done = exit_summary(state, LeaseView(RunnerState.NONE), tmp_path)
     assert done.splitlines() == [
         f"{tmp_path}: done · 3/3 trained · reward 0.8125 · checkpoint 000002 at step 1",
-        f"  replay: tbconsole attach {tmp_path}",
+        f"  replay: {command_line('attach', tmp_path)}",
     ]
     going = reduce_all(finished_events[:-2])
     dead = LeaseView(
@@ -140,8 +141,9 @@ def test_the_summary_of_a_finished_run_and_of_a_dead_one(finished_events, tmp_pa
     )
     lines = exit_summary(going, dead, tmp_path).splitlines()
     assert lines[0].startswith(f"{tmp_path}: runner gone (pid 42, last seen 14s ago) · 3/3 trained")
-    assert lines[1] == f"  resume: tbconsole demo config.log_path={tmp_path.resolve()}"  # this folder, absolute
-    assert runner_notice(going, dead, tmp_path).startswith("not running · resume: tbconsole demo")
+    # this folder, absolute; our command as a new shell runs it (tbconsole only when PATH has this one)
+    assert lines[1] == f"  resume: {command_line('demo', f'config.log_path={tmp_path.resolve()}')}"
+    assert runner_notice(going, dead, tmp_path).startswith(f"not running · resume: {command_line('demo')}")
     assert runner_notice(going, LeaseView(RunnerState.NONE), tmp_path) is None  # no lease: as before
 
 

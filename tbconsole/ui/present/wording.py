@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tbconsole.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
+from tbconsole.formatting import PROG, command_line
 from tbconsole.formatting import format_bytes as format_bytes
 from tbconsole.formatting import format_count as format_count
 from tbconsole.formatting import format_duration as format_duration
@@ -280,6 +281,8 @@ def resume_command(runner: LeaseView | None, log_path: Path) -> str:
     if runner is None or not runner.command:
         return f"the run's command with {shlex.quote(folder)}"
     args = [a for a in runner.command if not a.startswith("config.log_path=")]
+    if args and args[0] == PROG:  # the lease records our command by name: spelled as it works in a new shell
+        return command_line(*args[1:], folder)
     return shlex.join([*args, folder])
 
 
@@ -316,7 +319,7 @@ def exit_summary(state: RunState, runner: LeaseView, log_path: Path) -> str:
     checkpoint = _checkpoint_text(state)
     if checkpoint:
         parts.append(checkpoint)
-    attach = f"tbconsole attach {shlex.quote(str(log_path))}"
+    attach = command_line("attach", Path(log_path))
     if condition in (RunCondition.LIVE, RunCondition.PAUSED):
         then = f"the run goes on; re-attach: {attach}"
     elif condition == RunCondition.UNKNOWN:
