@@ -20,9 +20,9 @@ from tbconsole.advisories.training import ENTROPY, KL, REWARD
 from tbconsole.enums import RunCondition
 from tbconsole.events import EvaluationEnded, EventsReader
 from tbconsole.lease import LeaseView, read_lease
-from tbconsole.runfolder import EVENTS_FILE, RunFolder
+from tbconsole.runfolder import NotARun, run_events
 from tbconsole.runlist import run_condition, steps_trained
-from tbconsole.state import RunState, TaskStats, family_stats, reduce, task_family
+from tbconsole.state import RunState, TaskStats, family_stats, reduce
 
 MIN_RUNS = 2
 MAX_RUNS = 4
@@ -54,17 +54,13 @@ SERIES: tuple[SeriesSpec, ...] = (
 # -- reading the runs ---------------------------------------------------------------------------
 
 
-class RunFolderError(ValueError):
-    """A folder that holds no run (no events.jsonl)."""
+RunFolderError = NotARun  # a path that names no run (its message says what to give instead)
 
 
 def events_file(path: Path) -> Path:
-    """The run's events.jsonl: ``path`` itself, or the file in the run folder ``path``."""
-    path = Path(path)
-    found = path if path.is_file() else RunFolder(path).events
-    if not found.is_file():
-        raise RunFolderError(f"{path}: no {EVENTS_FILE} here (is it a run's log_path?)")
-    return found
+    """The run's events.jsonl: ``path`` itself, or the file in the run folder ``path`` (which may
+    not exist yet: a run starting is compared once it writes events)."""
+    return run_events(path)
 
 
 @dataclass
@@ -187,7 +183,7 @@ class TaskRow:
 
 @dataclass(frozen=True)
 class TaskTable:
-    by_family: bool  # rows are families of variants (name-003, name-004, … → name)
+    by_family: bool  # rows are families (the ledger's: task.toml's category, else name-003 → name)
     rows: tuple[TaskRow, ...]
     totals: tuple[TaskStats, ...]  # per run, over all its tasks
 
@@ -264,14 +260,17 @@ def run_labels(paths: Sequence[Path]) -> list[str]:
 
 
 def task_table(states: Sequence[RunState]) -> TaskTable:
-    """Solve rates side by side: per family of variants where any run's tasks are variants of
-    one (as the rewards panel rolls them up), else per task. Rows run by how many runs scored
-    them, then by name."""
+    """Solve rates side by side: per family (each run's ``ledger.family``, as the rewards panel and
+    the ledger group them) where any run has a family of several tasks, else per task. Rows run
+    by how many runs scored them, then by name."""
     # Copies: a live run's reader goes on changing its own while the comparison is drawn.
     per_run = [[dataclasses.replace(t) for t in s.task_stats.values()] for s in states]
-    by_family = any(len({task_family(t.task) for t in stats}) < len(stats) for stats in per_run)
+    families = [s.ledger.family for s in states]  # each run's own rule (its run.started)
+    by_family = any(
+        len({family(t.task) for t in stats}) < len(stats) for stats, family in zip(per_run, families, strict=True)
+    )
     if by_family:
-        per_run = [family_stats(stats) for stats in per_run]
+        per_run = [family_stats(stats, family) for stats, family in zip(per_run, families, strict=True)]
     cells: dict[str, list[TaskStats | None]] = {}
     for i, stats in enumerate(per_run):
         for s in stats:

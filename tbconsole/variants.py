@@ -292,7 +292,7 @@ keywords = ["variants", "{family}"]
 
 [metadata]
 difficulty = "easy"
-category = "variants"
+category = "{family}"
 split = "{split}"
 min_commands = {min_commands}
 

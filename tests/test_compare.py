@@ -162,8 +162,8 @@ def test_the_text_summary_for_scripts(runs, capsys):
     [
         (["{a}"], "give 2 to 4 runs to compare (got 1)"),
         (["{a}", "{b}", "{a}/x", "{b}/y", "{a}/z"], "give 2 to 4 runs to compare (got 5)"),
-        (["{a}", "{empty}"], "no events.jsonl here"),
-        (["{a}", "{missing}"], "no events.jsonl here"),
+        (["{a}", "{empty}"], "is not a run: give a run folder (the one holding events.jsonl)"),
+        (["{a}", "{missing}"], "no such file or folder"),
         (["{a}", "{a}"], "a run is given twice"),
         (["{a}", "{a}/events.jsonl"], "a run is given twice"),
         (["{a}", "{b}", "--screenshot", "{empty}/x.svg", "--size", "big"], "--size 'big': expected COLSxROWS"),

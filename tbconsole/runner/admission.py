@@ -27,15 +27,15 @@ from tbconsole.control import ControlError
 from tbconsole.enums import AdmissionBy, ControlCommand, GroupSignal
 from tbconsole.events import Event, GroupEnded, GroupStarted, TaskAdmission, TrialEnded
 from tbconsole.runner.schedule import Change, Schedule
-from tbconsole.state.ledger import DEFAULT_FAMILY_PATTERN, Ledger, family_by_name, parse_task_weight
+from tbconsole.state.ledger import DEFAULT_FAMILY_PATTERN, Ledger, family_of, parse_task_weight
 
 # What a resumed run reads back from its events.jsonl: its changes, and its groups for the policy.
 ADMISSION_KINDS = (TaskAdmission.kind, GroupStarted.kind, GroupEnded.kind, TrialEnded.kind)
 
 
 def task_families(task_dirs: Iterable[Path], pattern: str) -> dict[str, str]:
-    """Each task's family for the ledger: its task.toml's ``[metadata] category`` where it has
-    one (TB2's tasks do: software-engineering, security, …), else its name by ``pattern``."""
+    """Each task's family (``state.ledger.family_of``: its task.toml's ``[metadata] category``,
+    else its name by ``pattern``), for ``run.started``: every view reads it from there."""
     out = {}
     for task_dir in task_dirs:
         category = None
@@ -44,8 +44,7 @@ def task_families(task_dirs: Iterable[Path], pattern: str) -> dict[str, str]:
                 category = tomllib.load(f).get("metadata", {}).get("category")
         except (OSError, tomllib.TOMLDecodeError, AttributeError):
             pass
-        named = family_by_name(task_dir.name, pattern)
-        out[task_dir.name] = category if isinstance(category, str) and category else named
+        out[task_dir.name] = family_of(task_dir.name, category, pattern)
     return out
 
 

@@ -43,6 +43,17 @@ def parse_task_weight(argument: str) -> tuple[str, float]:
     return task, weight
 
 
+def family_of(task: str, category: object = None, pattern: str = DEFAULT_FAMILY_PATTERN) -> str:
+    """The one rule for a task's family: its task.toml's ``[metadata] category`` where it has one
+    (TB2's tasks do: software-engineering, security, …; the demo's generated tasks carry their
+    family's name: count-lines, …), else its name by ``pattern`` (``family_by_name``). The runner
+    applies it once and records the result in ``run.started`` (``task_families``); every view reads
+    that through ``Ledger.family``, which falls back to the name for a run recorded without it."""
+    if isinstance(category, str) and category.strip():
+        return category.strip()
+    return family_by_name(task, pattern)
+
+
 def family_by_name(task: str, pattern: str = DEFAULT_FAMILY_PATTERN) -> str:
     """A task's family by its name: the name with ``pattern``'s matches removed (the whole name
     when nothing is left)."""
@@ -200,6 +211,8 @@ class Ledger:
         self._rows.clear()
 
     def family(self, task: str) -> str:
+        """``task``'s family as the runner decided it (``family_of``, in ``run.started``); by its
+        name for a task it did not name (a held-out task, a run recorded before it did)."""
         return self.families.get(task) or family_by_name(task, self.family_pattern)
 
     # -- reading ---------------------------------------------------------------------------

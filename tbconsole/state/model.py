@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,9 +240,10 @@ class StepSummary:
 
 
 def task_family(task: str) -> str:
-    """The family a task belongs to by name (``ledger.family_by_name``): the demo's variants are
-    ``<family>-<number>`` (``count-errors-003``), materialized with the run's order in front
-    (``014-count-errors-003``); any other task is a family of its own."""
+    """The family a task belongs to by name alone (``ledger.family_by_name``): the demo's variants
+    are ``<family>-<number>`` (``count-errors-003``), materialized with the run's order in front
+    (``014-count-errors-003``); any other task is a family of its own. A run's views use
+    ``RunState.ledger.family`` instead: the runner's rule, task.toml's category first."""
     return family_by_name(task)
 
 
@@ -260,19 +262,20 @@ class TaskStats:
         return self.reward_sum / self.scored if self.scored else None
 
 
-def family_stats(stats: list[TaskStats]) -> list[TaskStats]:
-    """Per-task stats rolled up by ``task_family``: totals added; ``last_mean`` is the mean over the
-    family's tasks that ran in its latest step (each ran one group of equal size there)."""
+def family_stats(stats: list[TaskStats], family: Callable[[str], str] = task_family) -> list[TaskStats]:
+    """Per-task stats rolled up by ``family`` (a run's: ``RunState.ledger.family``): totals added;
+    ``last_mean`` is the mean over the family's tasks that ran in its latest step (each ran one
+    group of equal size there)."""
     families: dict[str, list[TaskStats]] = {}
     for s in stats:
-        families.setdefault(task_family(s.task), []).append(s)
+        families.setdefault(family(s.task), []).append(s)
     out = []
-    for family, members in families.items():
+    for name, members in families.items():
         last_step = max((m.last_step for m in members if m.last_step is not None), default=None)
         lasts = [m.last_mean for m in members if m.last_step == last_step and m.last_mean is not None]
         out.append(
             TaskStats(
-                task=family,
+                task=name,
                 trials=sum(m.trials for m in members),
                 scored=sum(m.scored for m in members),
                 reward_sum=sum(m.reward_sum for m in members),

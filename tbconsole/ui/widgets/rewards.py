@@ -7,7 +7,7 @@ from collections import Counter
 from rich.console import Group
 from rich.text import Text
 
-from tbconsole.state import RunState, TaskStats, family_stats, task_family
+from tbconsole.state import RunState, TaskStats, family_stats
 from tbconsole.ui.present.plotmath import bar, reward_bins, sparkline
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import UNIFORM_WORDS, advises_on, format_count, uniform_groups
@@ -91,10 +91,13 @@ class RewardsPanel(Panel):
             parts.append(line)
         room = height - len(parts) - 1
         if state.task_stats and room >= 2:
-            # Variants of one family (count-errors-003, -004, …) roll up into one row each.
-            members = Counter(task_family(t) for t in state.task_stats)
+            # A family's tasks (the runner's rule: task.toml's category, else the name) roll up into one row.
+            family = state.ledger.family
+            members = Counter(family(t) for t in state.task_stats)
             by_family = len(members) < len(state.task_stats)
-            every = family_stats(list(state.task_stats.values())) if by_family else list(state.task_stats.values())
+            every = (
+                family_stats(list(state.task_stats.values()), family) if by_family else list(state.task_stats.values())
+            )
             stats = sorted(every, key=lambda s: (-(s.last_step or -1), s.task))[: room - 1]
             titles = ["n", "mean", "last", "solved"]
             rows = [[format_count(s.trials), _f(s.mean), _f(s.last_mean), solved_text(s)] for s in stats]
