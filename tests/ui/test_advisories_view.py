@@ -4,6 +4,8 @@ screen, Enter jumping to a trial / group / metric, one notification per new erro
 on catch-up), snapshots in both themes; and groups with one reward worded by what they mean (all
 solved is success, not a warning)."""
 
+import re
+
 import pytest
 from test_state_advisories import KL, LOST_TRIAL, _raise, with_advisories
 from test_ui_snapshots import settle
@@ -13,7 +15,8 @@ from tbconsole.events import AdvisoryCleared
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource, Replay
-from tbconsole.ui.screens.advisories import AdvisoriesScreen
+from tbconsole.ui.present.fit import GLUE, glue_numbers, hang
+from tbconsole.ui.screens.advisories import AdvisoriesScreen, advisory_detail, advisory_row
 from tbconsole.ui.screens.group import GroupScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
@@ -182,6 +185,59 @@ def test_the_console_leaves_the_no_signal_warning_to_a_run_that_advises():
     # the run's solved_reward decides what "all solved" is
     assert solved_reward(run({"advise": {"solved_reward": 0.8}})) == 0.8 and solved_reward(run({})) == 1.0
     assert uniform_kind(0.9, 0.8) == "solved" and uniform_kind(0.9) == "same" and uniform_kind(0.0) == "failed"
+
+
+SHRINKING = _raise(  # as the shrinking-replies rule words it; at 150 columns its value wrapped alone
+    "shrinking-replies",
+    AdvisorySeverity.WARNING,
+    ts=T_FIXED - 60,
+    message="step 12: median reward rose 0.25→0.5 (steps 3–9 → the last 3) while tokens per reply fell 95→46 (52%) "
+    "— a common sign of reward hacking; read recent transcripts",
+    threshold="advise.hack_reward_rise=0.1, advise.hack_tokens_drop=0.5 over advise.hack_steps=3",
+    value=0.5158,
+    step=12,
+    metric="env/all/ac_tokens_per_turn",
+)
+LONE_NUMBER = re.compile(r"^\s*[(\[]?[-−]?[\d.]+[)\]]?(\s|$)")  # a line that starts with a number
+
+
+def test_hang_wraps_under_an_indent_and_keeps_numbers_with_their_words():
+    text = glue_numbers("where step 2 · over advise.entropy_steps=3 (0.5158)")
+    for width in range(35, 70):  # from where its widest glued words fit on one line
+        lines = hang(text, width, indent=4)
+        assert all(len(line) <= width and line.startswith("    ") for line in lines), (width, lines)
+        assert not any(LONE_NUMBER.match(line) for line in lines), (width, lines)
+        assert " ".join(line.strip() for line in lines) == text.replace(GLUE, " ")
+    assert hang("x" * 10, 6, indent=2) == ["  xxxx", "  xxxx", "  xx"]  # only a word wider than a line is cut
+
+
+def test_an_advisory_row_wraps_under_its_message_never_a_value_alone():
+    state = reduce_all([SHRINKING])
+    a = state.advisories["shrinking-replies"]
+    for width in range(60, 151):
+        row = advisory_row(a, T_FIXED, width, P).plain.split("\n")
+        assert all(len(line) <= width for line in row), (width, row)
+        assert all(line.startswith(" " * 10) for line in row[1:]), (width, row)  # under the message
+        assert not any(LONE_NUMBER.match(line) for line in row), (width, row)
+        assert "(0.5158)" in row[-1] and row[-1].strip() != "(0.5158)"
+        detail = advisory_detail(a, T_FIXED, P, width).plain.split("\n")
+        assert not any(LONE_NUMBER.match(line) for line in detail), (width, detail)
+        assert "measured 0.5158" in "\n".join(detail)
+
+
+@pytest.mark.parametrize("size", [(150, 45), (80, 24)], ids=["150x45", "80x24"])
+async def test_the_advisories_list_keeps_its_values_with_their_words_on_screen(finished_events, size):
+    app = replay_app([*finished_events, SHRINKING])
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.screen.grid.row_count == 4)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, AdvisoriesScreen) and app.screen.selected() is not None)
+        await pilot.pause()
+        lines = [strip.text.strip("│╭╮╰╯─ ") for strip in app.screen._compositor.render_strips()]
+        assert not any(LONE_NUMBER.match(line) for line in lines if line), lines
+        shown = next(line for line in lines if "(0.5158)" in line)
+        assert shown.strip() != "(0.5158)"
+        assert any(line.startswith("measured 0.5158") or " measured 0.5158" in line for line in lines)
 
 
 @pytest.mark.parametrize("theme", ["dark", "light"])

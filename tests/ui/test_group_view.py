@@ -28,14 +28,17 @@ from tbconsole.ui.present.group_compare import (
     compare_group,
     first_divergence,
 )
-from tbconsole.ui.screens.group import GroupScreen
+from tbconsole.ui.present.wording import counted_span, number_ranges, span_text
+from tbconsole.ui.screens.group import GroupScreen, first_row, group_head
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
+from tbconsole.ui.widgets.base import Palette
 
 from conftest import FIXTURES, T_FIXED, wait_for
 from tests_support import missing
 
 pytestmark = pytest.mark.timeout(180)
+P = Palette("primary", "accent", "success", "warning", "error", "fg", "muted", "line", "bar")
 
 GROUP_RUN = FIXTURES / "group-run"
 
@@ -211,6 +214,7 @@ async def test_group_view_of_a_real_run_shows_where_its_trials_diverge(demo_run)
         labels = [screen.table.rows[k].label.plain for k in screen.table.rows]
         assert labels[5 + expected] == f"turn {expected + 1} ◆"
         assert screen.cursor_trial().trial == g.trials[1]
+        assert screen.table.cursor_coordinate.row == 5 + expected  # on the turn that differs, no key pressed
         await pilot.press("right", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen))
         assert app.screen.trial == g.trials[2]
@@ -259,6 +263,45 @@ def test_compare_group_takes_rewards_and_counts_from_the_state():
     assert (cmp.divergence, cmp.depth) == (0, 2)
 
 
+def test_the_head_words_a_range_of_one_turn_as_one_turn():
+    base = compare_group(GroupState(step=0, group=1, task="x", trials=[]), {}, {})
+
+    def comparison(divergence):
+        columns = [column(["ls", "cat a", "x"]), column(["ls", "cat a", "y"])]
+        return dataclasses.replace(base, columns=columns, divergence=divergence)
+
+    assert "(turn 1 alike, dimmed)" in group_head(comparison(1), P).plain
+    assert "(turns 1–2 alike, dimmed)" in group_head(comparison(2), P).plain
+    assert "alike" not in group_head(comparison(0), P).plain
+    assert (span_text(3, 3), span_text(1, 4), counted_span("step", 2, 2)) == ("3", "1–4", "step 2")
+    assert number_ranges([3, 0, 1, 2, 5, 7, 8, 8]) == "0–3, 5, 7–8"
+
+
+def test_the_cursor_starts_on_the_turn_that_differs_else_the_first():
+    same = [column(["ls", "cat a"]), column(["ls", "cat a"])]
+    apart = [column(["ls", "cat a", "x"]), column(["ls", "cat a", "y"])]
+    base = compare_group(GroupState(step=0, group=1, task="x", trials=[]), {}, {})
+    assert first_row(dataclasses.replace(base, columns=same, divergence=None)) == 5  # turn 1
+    assert first_row(dataclasses.replace(base, columns=apart, divergence=2)) == 5 + 2  # turn 3 ◆
+
+
+async def test_group_view_opens_on_the_groups_actions():
+    """g on a trial: the cursor is on a turn's action in that trial's column, without a key."""
+    app = ConsoleApp(replay=Replay(run_events(GROUP_RUN)), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await settle(pilot)
+        app.screen.grid.move_cursor(row=1, column=2)
+        trial = app.screen.grid.selected_trial()
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, GroupScreen) and app.screen.comparison is not None)
+        screen = app.screen
+        cmp = screen.comparison
+        assert cmp.depth and screen.table.cursor_coordinate.row == first_row(cmp) >= 5
+        assert screen.cursor_trial().trial == trial
+        action = screen.cursor_action()
+        assert action is not None and action.text in screen.query_one("#gdetail").render().plain
+
+
 # -- snapshots ------------------------------------------------------------------------------------
 
 
@@ -270,8 +313,6 @@ def test_group_screen(snap_compare, theme):
         await settle(pilot)
         pilot.app.screen.grid.move_cursor(row=1, column=2)
         await pilot.press("g")
-        await settle(pilot)
-        await pilot.press(*["down"] * 5)
         await settle(pilot)
 
     app = ConsoleApp(replay=Replay(run_events(GROUP_RUN)), mode="replay", theme=theme, clock=lambda: T_FIXED)

@@ -5,6 +5,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 
 from tbconsole.control import RunControl
 from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhaseChanged
@@ -200,6 +201,32 @@ async def test_filter_and_help(finished_events):
         assert "probes" in shown and "lost" in shown
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
+
+
+def grid_lines(grid) -> list[str]:
+    return [strip.text for strip in grid.render_lines(Region(0, 0, *grid.outer_size))]
+
+
+async def test_a_filter_that_matches_nothing_says_so(finished_events):
+    def says(words):
+        return any(words in line for line in grid_lines(grid))
+
+    app = ConsoleApp(replay=Replay(finished_events), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.screen.grid.row_count == 4)
+        grid = app.screen.grid
+        assert not says("no trial matches")
+        await pilot.press("slash", *"zzz[bold]", "enter")
+        await wait_for(pilot, lambda: grid.filter == "zzz[bold]" and grid.row_count == 0)
+        # the typed text as typed (no markup), in the row and in the title
+        await wait_for(pilot, lambda: says("no trial matches “zzz[bold]” — esc clears the filter"))
+        assert "filter: zzz[bold]" in grid_lines(grid)[0]
+        box = app.screen.query_one("#filter")
+        box.value = "q\x1b[2J"  # what a paste may hold: drawn inert
+        await wait_for(pilot, lambda: says("no trial matches “q␛[2J”"))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: grid.row_count == 4)
+        await wait_for(pilot, lambda: not says("no trial matches"))
 
 
 async def test_footer_shows_only_valid_actions(finished_events):

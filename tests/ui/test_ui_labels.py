@@ -31,6 +31,19 @@ async def test_one_step_number_everywhere(finished_events):
         assert g.failures == 1 and f"{g.probes} sent, 1 failed" in gateway
 
 
+def test_a_range_of_one_step_is_one_step():
+    from types import SimpleNamespace
+
+    from tbconsole.state import RunState
+    from tbconsole.ui.widgets.replaybar import where_text
+
+    state = RunState()
+    state.step = 0
+    one = SimpleNamespace(state=state, marks=[0], position=0, events=[])
+    assert where_text(one) == "step 0 of 0 "  # not "of 0–0"
+    assert where_text(SimpleNamespace(state=state, marks=[0, 5, 9], position=0, events=[])) == "step 0 of 0–2 "
+
+
 async def test_hovering_a_metric_or_counter_explains_it(finished_events):
     from tbconsole.ui.present.wording import GATEWAY_HELP
     from tbconsole.ui.widgets.captures import COLUMNS_HELP

@@ -15,6 +15,7 @@ run's state take it next to the ``RunState``.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -339,6 +340,28 @@ def progress_text(state: RunState, now: float) -> str:
     if since is not None:
         return f"held-out evaluation {format_duration(now - since)} · {trained}"
     return f"step {'–' if state.step is None else state.step} · {trained}"
+
+
+def span_text(first: int, last: int) -> str:
+    """``1–3``, or ``1`` for a range of one (never ``1–1``)."""
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def counted_span(noun: str, first: int, last: int) -> str:
+    """``turn 1`` or ``turns 1–3``: the noun in the plural only for a range of more than one."""
+    return f"{noun} {first}" if first == last else f"{noun}s {first}–{last}"
+
+
+def number_ranges(values: Iterable[int]) -> str:
+    """``0–3, 5, 7–8``: every number of ``values``, runs of consecutive ones as ranges."""
+    ordered = sorted(set(values))
+    runs: list[tuple[int, int]] = []
+    for v in ordered:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return ", ".join(span_text(lo, hi) for lo, hi in runs)
 
 
 def format_value(v: float | None) -> str:

@@ -21,6 +21,7 @@ from textual.widgets.option_list import Option
 from tbconsole.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
+from tbconsole.ui.present.fit import GLUE, glue_numbers, hang
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import (
     SEVERITY_ORDER,
@@ -67,18 +68,25 @@ def advisory_row(a: Advisory, now: float, width: int, p: Palette) -> Text:
         [SEVERITY_W, max(10, width - SEVERITY_W - AGE_W - 2), AGE_W],
         right={2},
     )
-    where = Text(no_wrap=True, overflow="ellipsis", style=p.muted)
-    where.append(f"\n{indent}{advisory_where(a)}  ·  {one_line(advisory_threshold(a), 200)}")
-    row.append_text(where)
+    # Under it, wrapped under the message (never back to the first column), the value measured
+    # kept with the threshold it is read against: "(0.5158)" alone on a line says nothing.
+    place = advisory_where(a).replace(" · ", f"{GLUE}· ")
+    where = glue_numbers(f"{place}{GLUE}{GLUE}·{GLUE} {one_line(advisory_threshold(a), 200)}")
+    for line in hang(where, width, len(indent)):
+        row.append("\n" + line, style=p.muted)
     if not active:
-        row.append(f"\n{indent}")
+        cleared = hang(f"cleared:{GLUE}{one_line(a.cleared_by or '', 400)}", width, len(indent))
+        row.append("\n" + indent)
         row.append("cleared: ", style=p.success)
-        row.append(one_line(a.cleared_by or "", 400), style=p.muted)
+        row.append(cleared[0][len(indent) + len("cleared: ") :], style=p.muted)
+        for line in cleared[1:]:
+            row.append("\n" + line, style=p.muted)
     return row
 
 
-def advisory_detail(a: Advisory | None, now: float, p: Palette) -> Text:
-    """The highlighted advisory in full (message wrapped, never cut)."""
+def advisory_detail(a: Advisory | None, now: float, p: Palette, width: int = 116) -> Text:
+    """The highlighted advisory in full (message wrapped, never cut), ``width`` cells wide: the
+    threshold, the value measured and where are wrapped here, each value kept with its word."""
     t = Text()
     if a is None:
         t.append("no advisory selected", style=p.muted)
@@ -87,12 +95,13 @@ def advisory_detail(a: Advisory | None, now: float, p: Palette) -> Text:
     t.append(f"{severity_mark(a.severity)} {one_line(a.severity, 20)}", style=f"bold {colour}")
     t.append(f"  rule {one_line(a.rule, 60)}  ·  key {one_line(a.key, 120)}\n", style=p.muted)
     t.append(one_line(a.message, 1000) + "\n")
-    t.append("threshold ", style=p.muted)
-    t.append(one_line(a.threshold or "–", 200))
-    t.append("  measured ", style=p.muted)
-    t.append(format_value(a.value))
-    t.append("  where ", style=p.muted)
-    t.append(advisory_where(a))
+    facts = (
+        f"threshold{GLUE}{one_line(a.threshold or '–', 200)}{GLUE}· measured{GLUE}{format_value(a.value)}{GLUE}· "
+        f"where{GLUE}{advisory_where(a).replace(' · ', f'{GLUE}· ')}"
+    )
+    lines = Text("\n".join(hang(glue_numbers(facts), width)))
+    lines.highlight_words(["threshold ", "measured ", "where ", " · "], style=p.muted)
+    t.append_text(lines)
     t.append("\nraised ", style=p.muted)
     t.append(f"{format_duration(max(0.0, now - a.raised))} ago")
     if a.raises > 1:
@@ -132,7 +141,7 @@ class AdvisoriesScreen(Screen[None]):
     AdvisoriesScreen #atitle { height: 1; background: $panel; padding: 0 1; }
     AdvisoriesScreen #alist { height: 1fr; border: round $panel-lighten-2; }
     AdvisoriesScreen #alist:focus { border: round $primary; }
-    AdvisoriesScreen #adetail { height: auto; max-height: 8; background: $panel; padding: 0 1; }
+    AdvisoriesScreen #adetail { height: auto; max-height: 10; background: $panel; padding: 0 1; }
     """
     BINDINGS = [
         Binding("escape,v,q", "back", "Back"),
@@ -221,7 +230,9 @@ class AdvisoriesScreen(Screen[None]):
 
     def _show_detail(self, now: float | None = None) -> None:
         now = self.app.now() if now is None else now
-        self.query_one("#adetail", Static).update(Group(advisory_detail(self.selected(), now, palette_of(self.app))))
+        detail = self.query_one("#adetail", Static)
+        width = max(20, detail.content_size.width or self.size.width - 2 or 116)
+        detail.update(Group(advisory_detail(self.selected(), now, palette_of(self.app), width)))
 
     def selected(self) -> Advisory | None:
         option = self.options.highlighted_option

@@ -1,7 +1,9 @@
 """`g`: the selected trial's group side by side. One column per trial (outcome, reward, the
 advantage it got, turns, tokens), then one row per turn with the action each trial took there;
 the turns where all trials did the same are dimmed and the first where they differ is marked.
-Enter opens the cursor column's transcript. Live: capture files are read as they grow."""
+The cursor starts on that turn (else on the first turn): the actions are what the view is for,
+the summary rows above them are read at a glance. Enter opens the cursor column's transcript.
+Live: capture files are read as they grow."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.present.group_compare import Action, Decode, GroupComparison, TrialColumn, compare_group
 from tbconsole.ui.present.sanitize import one_line, text
 from tbconsole.ui.present.token_text import TokenDecoder
-from tbconsole.ui.present.wording import format_count, format_reward
+from tbconsole.ui.present.wording import counted_span, format_count, format_reward
 from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
@@ -76,6 +78,38 @@ def action_cell(action: Action | None, width: int, p: Palette, *, same: bool, di
     return out
 
 
+def group_head(cmp: GroupComparison, p: Palette) -> Text:
+    """The lines above the table: the group, where its trials diverge, what the advantages are."""
+    head = Text()
+    head.append(f"group {cmp.group}", style=f"bold {p.primary}")
+    head.append(f"  step {cmp.step}  ", style=p.muted)
+    head.append(one_line(cmp.task, 60), style="bold")
+    head.append(f"  {len(cmp.columns)} trials\n", style=p.muted)
+    if len(cmp.columns) < 2:
+        head.append("one trial: nothing to compare", style=p.muted)
+    elif cmp.divergence is not None:
+        head.append(f"◆ the trials diverge at turn {cmp.divergence + 1}", style=f"bold {p.warning}")
+        if cmp.divergence:
+            head.append(f" ({counted_span('turn', 1, cmp.divergence)} alike, dimmed)", style=p.muted)
+    elif any(c.running for c in cmp.columns):
+        head.append("the same actions so far", style=p.muted)
+    elif cmp.depth:
+        head.append("every trial took the same actions", style=p.muted)
+    else:
+        head.append("no captured turns", style=p.muted)
+    head.append("\n" + cmp.advantage_note, style=p.muted)
+    if cmp.decoded:
+        head.append("\nsome captures hold only tokens: their actions are decoded from them", style=p.muted)
+    return head
+
+
+def first_row(cmp: GroupComparison) -> int:
+    """The table row the cursor starts on: the turn where the trials diverge, else the first
+    turn (the summary rows come before the turns)."""
+    turn = cmp.divergence if cmp.divergence is not None and cmp.divergence < cmp.depth else 0
+    return len(SUMMARY_ROWS) + turn
+
+
 class GroupScreen(Screen[None]):
     DEFAULT_CSS = """
     GroupScreen #ghead { height: auto; max-height: 5; background: $panel; padding: 0 1; }
@@ -103,6 +137,7 @@ class GroupScreen(Screen[None]):
         self._reading = False
         self._whole = False  # read once after every trial had ended
         self._width = 0
+        self._placed = False  # the cursor was put on the first turn to look at (once, when turns came)
 
     def compose(self) -> ComposeResult:
         yield Static(id="ghead")
@@ -180,13 +215,17 @@ class GroupScreen(Screen[None]):
         cmp = compare_group(g, state.trials, self.captures.actions)
         self.comparison = cmp
         p = palette_of(self.app)
-        self.query_one("#ghead", Static).update(self._head(cmp, p))
+        self.query_one("#ghead", Static).update(group_head(cmp, p))
         width = self._cell_width(len(cmp.columns))
         key = (self._signature(cmp), width, self.app.theme)
         if key != self._shown:
             self._shown = key
             self._width = self.size.width
             self._fill(cmp, width, p)
+        if not self._placed and cmp.depth:
+            self._placed = True
+            if self.table.cursor_coordinate.row == 0:  # not moved while the group had no turns yet
+                self.table.move_cursor(row=first_row(cmp), animate=False)
         self._detail()
 
     def _cell_width(self, columns: int) -> int:
@@ -202,29 +241,6 @@ class GroupScreen(Screen[None]):
                 for c in cmp.columns
             ),
         )
-
-    def _head(self, cmp: GroupComparison, p: Palette) -> Text:
-        head = Text()
-        head.append(f"group {cmp.group}", style=f"bold {p.primary}")
-        head.append(f"  step {cmp.step}  ", style=p.muted)
-        head.append(one_line(cmp.task, 60), style="bold")
-        head.append(f"  {len(cmp.columns)} trials\n", style=p.muted)
-        if len(cmp.columns) < 2:
-            head.append("one trial: nothing to compare", style=p.muted)
-        elif cmp.divergence is not None:
-            head.append(f"◆ the trials diverge at turn {cmp.divergence + 1}", style=f"bold {p.warning}")
-            if cmp.divergence:
-                head.append(f" (turns 1–{cmp.divergence} alike, dimmed)", style=p.muted)
-        elif any(c.running for c in cmp.columns):
-            head.append("the same actions so far", style=p.muted)
-        elif cmp.depth:
-            head.append("every trial took the same actions", style=p.muted)
-        else:
-            head.append("no captured turns", style=p.muted)
-        head.append("\n" + cmp.advantage_note, style=p.muted)
-        if cmp.decoded:
-            head.append("\nsome captures hold only tokens: their actions are decoded from them", style=p.muted)
-        return head
 
     def _fill(self, cmp: GroupComparison, width: int, p: Palette) -> None:
         table = self.table

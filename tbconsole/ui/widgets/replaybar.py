@@ -10,7 +10,7 @@ from textual import events, getters
 from textual.widgets import Static
 
 from tbconsole.state import RunState
-from tbconsole.ui.present.wording import format_count
+from tbconsole.ui.present.wording import format_count, span_text
 from tbconsole.ui.widgets.base import palette_of
 from tbconsole.ui.widgets.host import WidgetHost
 
@@ -33,7 +33,7 @@ def where_text(replay: ReplayView) -> str:
     """The step the view is at, among the steps the run sampled, both counted from 0 as everywhere
     (`step 4 of 0–4`: a count of batches, `5/5`, read beside `4/20 trained` as a contradiction)."""
     step = replay.state.step
-    last = f"0–{len(replay.marks) - 1}" if replay.marks else "–"
+    last = span_text(0, len(replay.marks) - 1) if replay.marks else "–"  # one step: "of 0", not "of 0–0"
     return f"step {'–' if step is None else step} of {last} "
 
 

@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import events, getters
 from textual.binding import Binding
 from textual.color import Color
+from textual.content import Content
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -113,6 +114,7 @@ class TrialsGrid(ScrollView, can_focus=True):
         self.cursor_column = 1
         self._lines: dict[int, Strip] = {}  # row index (-1: header) -> full-width strip
         self._header = Text("")
+        self._title = ""
 
     # -- what the tests and screens ask ------------------------------------------------------
 
@@ -173,7 +175,9 @@ class TrialsGrid(ScrollView, can_focus=True):
             title += f" · held-out step {ev.after_updates}" + (" running" if ev.running else "")
         if self.filter:
             title += f" · filter: {one_line(self.filter, 30)}"
-        self.border_title = title
+        if title != self._title:  # setting a border title repaints the whole grid
+            self._title = title
+            self.border_title = Content(title)  # not markup: the filter is what was typed
         self.step = state.step
         if layout != self._layout:
             self._rebuild(now, visible, size, label_w, cell_w, p)
@@ -295,6 +299,15 @@ class TrialsGrid(ScrollView, can_focus=True):
             self._lines[row] = strip
         return strip
 
+    def _no_match_strip(self) -> Strip:
+        """The grid's first row while the filter hides every trial: it says so, and how to undo it
+        (an empty grid says nothing). The filter is what was typed: shown as plain text."""
+        p = palette_of(self.app)
+        text = Text(" " * CELL_PADDING, style=p.muted)
+        text.append(f"no trial matches “{one_line(self.filter, 60)}”", style=p.muted)
+        text.append(" — esc clears the filter", style=p.muted)
+        return Strip(list(text.render(self.app.console)), text.cell_len).apply_style(self.rich_style)
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
@@ -303,6 +316,8 @@ class TrialsGrid(ScrollView, can_focus=True):
         else:
             row = y - 1 + scroll_y
             if row >= len(self._rows):
+                if row == 0 and self.filter:
+                    return self._no_match_strip().crop_extend(0, width, self.rich_style)
                 return Strip.blank(width, self.rich_style)
         strip = self._strip(row)
         fill = self.rich_style
