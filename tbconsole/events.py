@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from tbconsole import enums, jsonl
+from tbconsole.inert import RAW
 from tbconsole.runfolder import RunFolder
 
 SCHEMA_VERSION = 1
@@ -80,8 +81,8 @@ class Event:
 @dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
     kind: ClassVar[str] = "run.started"
-    run_id: str
-    log_path: str
+    run_id: str = field(metadata=RAW)
+    log_path: str = field(metadata=RAW)
     model_name: str
     base_url: str | None
     renderer_name: str | None
@@ -89,11 +90,11 @@ class RunStarted(Event):
     start_step: int = 0
     groups_per_batch: int
     group_size: int
-    tasks: list[str]
+    tasks: list[str] = field(metadata=RAW)
     config: dict[str, Any]  # redacted
     # The difficulty ledger's families: task -> its task.toml [metadata] category, or its name by
     # the run's name rule (ledger.family_pattern). Empty in runs recorded before it was.
-    task_families: dict[str, str] = field(default_factory=dict)
+    task_families: dict[str, str] = field(default_factory=dict, metadata=RAW)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +135,7 @@ class GatewayHealth(Event):
 class BatchStarted(Event):
     kind: ClassVar[str] = "batch.started"
     step: int
-    groups: list[dict[str, Any]]  # [{"group": i, "task": name, "trials": n}]
+    groups: list[dict[str, Any]] = field(metadata=RAW)  # [{"group": i, "task": name, "trials": n}]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +152,7 @@ class TaskAdmission(Event):
     in, as another task.admission."""
 
     kind: ClassVar[str] = "task.admission"
-    task: str
+    task: str = field(metadata=RAW)
     weight: float
     step: int
     by: str  # an AdmissionBy value
@@ -164,8 +165,8 @@ class GroupStarted(Event):
     kind: ClassVar[str] = "group.started"
     step: int
     group: int
-    task: str
-    trials: list[str]  # trial ids, in order
+    task: str = field(metadata=RAW)
+    trials: list[str] = field(metadata=RAW)  # trial ids, in order
     proxy_url: str
     # A digest of the task's instruction.md (``runner.replies.instruction_digest``): tasks with the
     # same one are variants of one task (the one-reply-many-tasks sign). None in runs recorded
@@ -191,10 +192,10 @@ class TrialPhaseChanged(Event):
     kind: ClassVar[str] = "trial.phase"
     step: int
     group: int
-    trial: str
+    trial: str = field(metadata=RAW)
     phase: str  # an enums.TrialPhase value (TRIAL_PHASES)
-    task: str | None = None
-    trial_dir: str | None = None
+    task: str | None = field(default=None, metadata=RAW)
+    trial_dir: str | None = field(default=None, metadata=RAW)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,13 +203,13 @@ class TrialEnded(Event):
     kind: ClassVar[str] = "trial.ended"
     step: int
     group: int
-    trial: str
+    trial: str = field(metadata=RAW)
     outcome: str  # a TrialOutcome value; a trial cancelled with its group sends no trial.ended
     scored: bool
     reward: float | None
     turns: int
     output_tokens: int
-    trial_dir: str | None
+    trial_dir: str | None = field(metadata=RAW)
     timings: dict[str, float]
     exception_type: str | None = None
     exception_message: str | None = None
@@ -240,7 +241,7 @@ class ProxyRequest(Event):
     kind: ClassVar[str] = "proxy.request"
     step: int
     group: int
-    trial: str
+    trial: str = field(metadata=RAW)
     api: str  # openai | anthropic | responses
     stream: bool
     status: int  # HTTP status returned to the agent
@@ -261,7 +262,7 @@ class CaptureLost(Event):
     kind: ClassVar[str] = "proxy.capture_lost"
     step: int
     group: int
-    trial: str
+    trial: str = field(metadata=RAW)
     error: str
 
 
@@ -314,7 +315,7 @@ class HeldOutEvent(Event):
 
     kind: ClassVar[str] = "heldout.event"
     after_updates: int
-    event: dict[str, Any]  # the wrapped event's own line: {"kind": "trial.ended", ...fields}
+    event: dict[str, Any] = field(metadata=RAW)  # the wrapped event's own line: {"kind": "trial.ended", ...fields}
 
     @classmethod
     def wrap(cls, inner: Event, after_updates: int) -> HeldOutEvent:
@@ -345,10 +346,10 @@ class ErrorRaised(Event):
     kind: ClassVar[str] = "error.raised"
     step: int | None
     group: int | None
-    trial: str | None
+    trial: str | None = field(metadata=RAW)
     exception_type: str
     message: str
-    trial_dir: str | None = None
+    trial_dir: str | None = field(default=None, metadata=RAW)
     decision_needed: bool = False
 
 
@@ -378,7 +379,7 @@ class AdvisoryRaised(Event):
     value: float | None = None  # the measured value the threshold was compared with
     step: int | None = None
     group: int | None = None
-    trial: str | None = None
+    trial: str | None = field(default=None, metadata=RAW)
     metric: str | None = None
 
 

@@ -5,11 +5,23 @@ escapes, OSC sequences (window title, hyperlinks, clipboard), bells, backspaces,
 returns or bidi overrides. ``plain`` makes each such character visible and harmless (control
 pictures like ``␛``); tabs and newlines stay, for the caller to lay out.
 
-``inert_event`` applies it to every string an event carries, nested ones included. The reducer
-folds events through it, so the state every view draws from holds no control character at all,
-whatever the view (panels, screens, log, notifications, the summary printed on exit). Events
-on the wire and in ``events.jsonl`` keep their exact text; only what is shown changes. Rich
-markup in such text is harmless as long as views build ``rich.text.Text`` from it, never
+The rule: paths, ids and every value the console finds things by stay as the runner wrote them;
+only what is drawn is made inert. A task named with an escape code makes a trial folder, a trial
+id and a capture file of that very name: the transcript opens that folder, find reads that file,
+the Harbor-view command names it, the ledger's drop/weight/re-admit send that name back.
+
+``inert_event`` applies ``plain`` to every string an event carries, nested ones included (the
+headless log prints events through it). With ``keep_raw`` (the reducer's way) it leaves the
+fields marked ``RAW`` alone: the event classes declare those once, as field metadata
+(``tbconsole.events``: trial ids, task names, trial folders, the run folder, a held-out event's
+wrapped line, which is folded the same way when unwrapped). Everything else reaches the state
+inert. A view that draws a raw field passes it through ``plain``/``one_line`` itself, and a
+string the state composes from one (a log line) is made inert where it is composed.
+``tests/ui/test_inert_events.py`` holds every view to it: hostile text around every string of
+every event, raw fields included, read back from every screen.
+
+Events on the wire and in ``events.jsonl`` keep their exact text; only what is shown changes.
+Rich markup in such text is harmless as long as views build ``rich.text.Text`` from it, never
 markup strings (``tbconsole.ui.present.sanitize.text``).
 """
 
@@ -17,7 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 # C0 controls except tab/newline, DEL, C1 controls, and the bidi/formatting overrides.
@@ -75,25 +89,41 @@ def inert_value(value: Any) -> Any:
     return value
 
 
+RAW: Mapping[str, bool] = MappingProxyType({"tbconsole.raw": True})
+"""Field metadata (``field(metadata=RAW)``) of an event field that holds a path or an id the
+console finds things by: ``inert_event(..., keep_raw=True)`` leaves it as the runner wrote it."""
+
+
+def is_raw(field: dataclasses.Field) -> bool:
+    return bool(field.metadata.get("tbconsole.raw"))
+
+
+def raw_fields(cls: type) -> tuple[str, ...]:
+    """The names of an event class's fields marked ``RAW``."""
+    return tuple(f.name for f in dataclasses.fields(cls) if is_raw(f))
+
+
 _SCALAR_TEXT = {"str", "str | None"}
 _NO_TEXT = {"int", "float", "bool", "int | None", "float | None", "bool | None"}
 
 
 @cache
-def _text_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _text_fields(cls: type, keep_raw: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """An event class's fields that can hold text: (plain strings, anything else that may nest
-    text). Numbers and booleans by annotation are skipped."""
-    fields = dataclasses.fields(cls)
+    text). Numbers and booleans by annotation are skipped, and with ``keep_raw`` the raw ones."""
+    fields = [f for f in dataclasses.fields(cls) if not (keep_raw and is_raw(f))]
     scalar = tuple(f.name for f in fields if str(f.type) in _SCALAR_TEXT)
     nested = tuple(f.name for f in fields if str(f.type) not in _SCALAR_TEXT | _NO_TEXT)
     return scalar, nested
 
 
-def inert_event[E](event: E) -> E:
-    """The event with every string it carries made inert (the same object when none needed it).
-    Runs once per event folded, so the common case is a scan per string and nothing else."""
+def inert_event[E](event: E, *, keep_raw: bool = False) -> E:
+    """The event with every string it carries made inert (the same object when none needed it);
+    with ``keep_raw``, every string but those of its ``RAW`` fields (the reducer's way: the state
+    keeps paths and ids exact, its views draw them through ``plain``). Runs once per event
+    folded, so the common case is a scan per string and nothing else."""
     cls: type = type(event)
-    scalar, nested = _text_fields(cls)
+    scalar, nested = _text_fields(cls, keep_raw)
     search = CONTROL.search
     changes: dict[str, Any] = {}
     for name in scalar:

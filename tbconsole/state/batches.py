@@ -20,7 +20,7 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
-from tbconsole.inert import inert_event
+from tbconsole.inert import inert_event, inert_value
 from tbconsole.state.model import (
     KEEP_STEPS,
     MAX_TEXT,
@@ -332,7 +332,7 @@ def heldout_event(state: RunState, e: HeldOutEvent) -> None:
     inner = e.unwrap()
     if inner is None:
         return
-    inner = inert_event(inner)
+    inner = inert_event(inner, keep_raw=True)  # its paths and ids kept, as the reducer keeps them
     ev = state.heldout
     if ev is None or ev.after_updates != e.after_updates:  # its evaluation.started was not seen
         ev = state.heldout = EvaluationState(after_updates=e.after_updates, started=e.ts, trials=0)
@@ -413,5 +413,7 @@ def _cancel_heldout(state: RunState, ev: EvaluationState, trials: Iterable[str],
 
 
 def add_log(state: RunState, ts: float, level: str, message: str) -> None:
-    state.logs.append((ts, str(level), clip(message, 2000) or ""))
+    # A log line is text to show: a trial id or task name it names (kept raw in the state) is
+    # made inert here, with the rest.
+    state.logs.append((ts, str(level), inert_value(clip(message, 2000) or "")))
     state.mark_changed(PanelName.LOG)

@@ -63,8 +63,10 @@ from tbconsole.state.model import PANELS, TREND_LEN, Advisory, EvaluationState, 
 
 def reduce(state: RunState, event: Event) -> RunState:
     """Fold one event into the state (in place) and return it. The event's text is made inert
-    first (``tbconsole.inert``): no view can show a control character an event carried."""
-    event = inert_event(event)
+    first (``tbconsole.inert``), all but its paths and ids (``RAW`` fields: trial folders, the run
+    folder, trial ids, task names), which the state keeps as the runner wrote them so that files
+    are found and commands name the real task; views draw those through ``plain``."""
+    event = inert_event(event, keep_raw=True)
     handler = _HANDLERS.get(type(event))
     state.events += 1
     if handler is not None:

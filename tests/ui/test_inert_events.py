@@ -7,34 +7,55 @@ The same suffix on every string keeps the run's links (trial ids, task names) in
 still reads as a run. The console then opens every screen over it, and what reaches the terminal
 is checked: no control character, no markup taken as markup. The summary printed on exit and
 the headless run log are checked alike.
+
+Paths and ids (``tbconsole.inert.RAW`` fields: trial ids, task names, trial folders) reach the
+state as the runner wrote them, hostile text and all, so this is what checks that every view
+draws them inertly: the capture files are written under the hostile trial ids too (the
+transcript, the token view and find read them by those names), and the tour must visit every
+screen the console has, so that a new one is checked as soon as it exists.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import inspect
 import io
+import pkgutil
 import re
+import shutil
 import typing
 
 import pytest
+from textual.screen import Screen
 from textual.strip import Strip
 
+import tbconsole.ui.screens
 from tbconsole import events as ev
+from tbconsole.compare import RunReading
 from tbconsole.enums import RunnerState
 from tbconsole.inert import CONTROL
 from tbconsole.lease import read_lease
+from tbconsole.runfolder import RunFolder
 from tbconsole.runner.progress import ProgressLog
 from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
+from tbconsole.ui.compare_app import CompareApp
 from tbconsole.ui.data.source import ListSource
 from tbconsole.ui.present.wording import exit_summary
 from tbconsole.ui.screens.advisories import AdvisoriesScreen
+from tbconsole.ui.screens.compare import CompareScreen
+from tbconsole.ui.screens.confirm import ConfirmScreen
+from tbconsole.ui.screens.decision import DecisionScreen
+from tbconsole.ui.screens.find import FindScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.ledger import LedgerScreen
 from tbconsole.ui.screens.log import LogScreen
+from tbconsole.ui.screens.tokens import TokenScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
+from tbconsole.ui.screens.weight import WeightScreen
 
 from conftest import wait_for
 
@@ -148,7 +169,17 @@ def hostile_run(tmp_path_factory):
     ]
     events[-1:-1] = extra
     kinds = {type(e) for e in events}
-    events = [hostile_event(e) for e in events]
+    plain_events, events = events, [hostile_event(e) for e in events]
+    # Each training trial's capture file under its hostile id too: the console finds files by the
+    # ids as the runner wrote them (a "/" in the hostile text makes folders of it, read alike).
+    run = RunFolder(folder)
+    for before, after in zip(plain_events, events, strict=True):
+        if isinstance(before, ev.ProxyRequest) and isinstance(after, ev.ProxyRequest) and before.captured:
+            source = run.capture_file(before.step, before.group, before.trial)
+            target = run.capture_file(after.step, after.group, after.trial)
+            if source.exists() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
     (folder / "events.jsonl").write_text("".join(e.to_json() + "\n" for e in events))  # for the timeline
     return folder, events, kinds
 
@@ -184,6 +215,18 @@ def screen_strips(app) -> list[Strip]:
     return app.screen._compositor.render_strips()
 
 
+def console_screens() -> set[type]:
+    """Every screen class the console's screens package defines (the compare app's excepted:
+    it is checked over the hostile run on its own)."""
+    found = set()
+    for info in pkgutil.iter_modules(tbconsole.ui.screens.__path__):
+        module = importlib.import_module(f"tbconsole.ui.screens.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, Screen) and cls.__module__ == module.__name__:
+                found.add(cls)
+    return found - {CompareScreen}
+
+
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
 async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
     folder, events, _ = hostile_run
@@ -191,18 +234,27 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
     source.path = folder  # type: ignore[attr-defined]  # the folder the timeline reads, as a followed run's
     app = ConsoleApp(source=source, clock=lambda: events[-1].ts + 5)
     seen: dict[str, list[str]] = {}
+    visited: set[type] = set()
 
-    async def look(pilot, name: str) -> None:
+    async def look(pilot, name: str, shows: str = MARK) -> None:
         # Each screen shows event text once it has drawn (the timeline reads the file first; at
         # 80 columns it has no room for names and shows bars only).
-        shows = "timeline step" if name == "timeline" and size[0] < 100 else MARK
+        if name == "timeline" and size[0] < 100:
+            shows = "timeline step"
         await wait_for(pilot, lambda: name == "help" or any(shows in s.text for s in screen_strips(app)), timeout=30)
         seen[name] = leaks(screen_strips(app))
+        visited.add(type(app.screen))
+
+    async def back_to_main(pilot) -> None:
+        while type(app.screen).__name__ != "MainScreen":
+            await pilot.press("escape")
+            await pilot.pause()
 
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.state.events == len(events) and app.screen.grid.selected_trial(), timeout=60)
         await pilot.pause()
         await look(pilot, "main")
+        visited.add(type(app.screen))
         for key, screen_type, name in (
             ("l", LogScreen, "log"),
             ("v", AdvisoriesScreen, "advisories"),
@@ -213,23 +265,71 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
             await wait_for(pilot, lambda t=screen_type: isinstance(app.screen, t))
             await pilot.pause()
             await look(pilot, name)
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: app.screen.id == "main" or type(app.screen).__name__ == "MainScreen")
+            await back_to_main(pilot)
+        trial = app.screen.grid.selected_trial()
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen))
-        await pilot.pause()
+        transcript = app.screen
+        # Its capture file, found by the hostile id: the turns are there, and so is the token view.
+        await wait_for(pilot, lambda: any(k.startswith("turn") for k in transcript.blocks), timeout=30)
         await look(pilot, "transcript")
-        await pilot.press("escape")
+        await pilot.press("home", "k")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen), timeout=30)
+        await pilot.pause()
+        await look(pilot, "tokens")
+        await back_to_main(pilot)
         for key, name in (("g", "group"), ("w", "timeline")):
-            await wait_for(pilot, lambda: type(app.screen).__name__ == "MainScreen")
             await pilot.press(key)
             await wait_for(pilot, lambda: type(app.screen).__name__ != "MainScreen", timeout=30)
             await pilot.pause()
             await look(pilot, name)
-            await pilot.press("escape")
+            await back_to_main(pilot)
+        # Find searches under the run's log_path, here hostile text naming no folder: it finds
+        # nothing (tests/ui/test_raw_paths.py draws the matches of a hostile trial id).
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        finder = app.screen
+        await pilot.press(*"the", "enter")
+        await wait_for(pilot, lambda: finder.result is not None and not finder.searching, timeout=30)
+        await look(pilot, "find", shows="the")
+        await back_to_main(pilot)
+        # What a live run would ask (a replay is not steered): the prompts that name a task or a
+        # trial, and the decision on an error (the hostile error.raised itself, every field).
+        task = app.state.trials[trial].task
+        error = next(e for e in events if isinstance(e, ev.ErrorRaised))
+        for screen, name in (
+            (WeightScreen(task, 1.0), "weight"),
+            (DecisionScreen(error, can_decide=False), "decision"),
+        ):
+            app.push_screen(screen)
+            await wait_for(pilot, lambda s=screen: app.screen is s)
+            await look(pilot, name, shows=MARK[:2])
+            await back_to_main(pilot)
+        app.confirm_cancel_trial(trial)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await look(pilot, "cancel trial", shows=MARK[:2])
+        await back_to_main(pilot)
     bad = {name: found for name, found in seen.items() if found}
     assert not bad, "\n".join(f"{name}: {line}" for name, found in bad.items() for line in found[:5])
+    missing = {cls.__name__ for cls in console_screens() - visited}
+    assert not missing, f"screens the tour does not open: {sorted(missing)}: add them"
     assert folder.is_dir()
+
+
+async def test_the_compare_screen_shows_hostile_runs_inertly(hostile_run, tmp_path):
+    """``tbconsole compare`` over two copies of the hostile run: task names, labels, settings."""
+    folder, _, _ = hostile_run
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        shutil.copyfile(folder / "events.jsonl", tmp_path / name / "events.jsonl")
+    for size in ((120, 60), (80, 40)):
+        app = CompareApp([RunReading.open(tmp_path / name) for name in ("a", "b")])
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda a=app: a.reads >= 1 and isinstance(a.screen, CompareScreen), timeout=30)
+            await pilot.pause()
+            assert any(MARK in s.text for s in screen_strips(app))
+            found = leaks(screen_strips(app))
+            assert not found, "\n".join(found[:5])
 
 
 def test_the_exit_summary_and_the_headless_log_are_inert(hostile_run):

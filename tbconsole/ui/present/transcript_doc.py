@@ -285,7 +285,7 @@ def agent_log_section(files: TrialFiles) -> Section | None:
         return None
     pieces = [rule(("agent log", "bold primary"), ("  the agent's own output, its end", "muted"))]
     for name, content in files.agent_logs:
-        pieces.append(line((name, "bold muted")))
+        pieces.append(line((one_line(name, 200), "bold muted")))  # a file name: as it is on disk
         pieces += texts(content, terminal=True)
     pieces.append(GAP)
     return Section("agentlog", coalesce(pieces))
