@@ -422,3 +422,22 @@ def test_no_signal_rarely_fires_on_simulated_runs_under_its_null_hypothesis(grou
         loud += any(isinstance(e, ev.AdvisoryRaised) and e.severity != AdvisorySeverity.INFO for e in out)
     print(f"\nno-signal: {loud} of 400 simulated runs ({groups} groups, {start} → {end}) warned")
     assert loud <= 20
+
+
+def test_a_full_length_loaded_demo_with_a_garbled_step_earns_info_only():
+    """The 20-step demo recorded on a loaded machine (load 14-20): one update garbled step 4 (half
+    the replies ran to max_tokens, KL to the reference 0.6), the next undid it. Under the rule of
+    one step it was a warning; the cut replies did not persist, so it is info now."""
+    items = load(CORPUS / "healthy-demo-loaded-1.jsonl.gz")
+    replies: dict[int, list[int]] = {}
+    for e in items:
+        if isinstance(e, ev.ProxyRequest) and e.captured:
+            counts = replies.setdefault(e.step, [0, 0])
+            counts[0] += 1
+            counts[1] += e.stop_reason == "length"
+    assert len(replies) == 20
+    garbled = [step for step, (n, cut) in replies.items() if cut / n >= Thresholds().cut_reply_rate]
+    assert garbled == [4]
+    limits = [e for e in replay(items) if isinstance(e, ev.AdvisoryRaised) and e.rule == "limits"]
+    assert [(e.step, e.severity) for e in limits] == [(4, AdvisorySeverity.INFO)]
+    assert worst(items)["limits"] == RANK[AdvisorySeverity.INFO]
