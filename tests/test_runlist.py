@@ -93,6 +93,11 @@ def test_runs_command_prints_a_table_and_no_prompt_off_a_terminal(tmp_path, caps
     out = capsys.readouterr().out
     assert "one" in out and "done" in out and "3/3" in out and "attach to" not in out
     assert f" {format_bytes(on_disk)} " in out.splitlines()[1] and format_bytes(on_disk).startswith("3.")
+    hostile = write_run(tmp_path / "runs" / "x\x1b]0;pwned\x07\u202e[bold]y", end="done")
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "x␛]0;pwned␇<U+202E>[bold]y" in out and "\x1b" not in out and "\u202e" not in out
+    assert hostile.is_dir()
     with pytest.raises(UsageError, match="no such folder"):
         missing = parser.parse_args(["runs", str(tmp_path / "nowhere")])
         missing.handler(missing)

@@ -94,11 +94,14 @@ def table(runs, now: float) -> str:
 
 
 def _shown_path(path: Path) -> str:
-    """Relative to the current folder when inside it (what `tbconsole attach` takes from here)."""
+    """Relative to the current folder when inside it (what `tbconsole attach` takes from here),
+    drawn inertly: a folder's name is anyone's text."""
+    from tbconsole.inert import one_line
+
     try:
-        return str(path.relative_to(Path.cwd().resolve()))
+        return one_line(path.relative_to(Path.cwd().resolve()), limit=400)
     except ValueError:
-        return str(path)
+        return one_line(path, limit=400)
 
 
 PROMPT = "attach to [1-{n}], or compare 2-4 of them [e.g. 1 3], Enter to quit: "
