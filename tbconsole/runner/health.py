@@ -61,9 +61,11 @@ async def probe(base_url: str, timeout: float = PROBE_TIMEOUT_SEC) -> Probe:
 
 
 def unreachable_message(base_url: str, error: str) -> str:
+    from tbconsole.formatting import command_line
+
     return (
         f"The Tinker gateway at {base_url} is not answering ({error}). Start it (for the "
-        "local engine: tbconsole engine), or fix config.base_url."
+        f"local engine: {command_line('engine')}), or fix config.base_url."
     )
 
 
