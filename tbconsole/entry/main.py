@@ -62,7 +62,10 @@ def build_parser(command: str | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tbconsole.runner.wandb_advisories import defer_wandb
+
     offline.apply_safe_defaults()
+    defer_wandb()  # whatever the command imports, wandb loads only if a W&B run is started
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in PASSTHROUGH:
         return PASSTHROUGH[argv[0]](argv[1:])

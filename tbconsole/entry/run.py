@@ -100,11 +100,13 @@ class SignalStop:
                 loop.remove_signal_handler(signum)
 
 
-def headless(parsed, prepare, *, decision_timeout: float | None = 0, detached: bool = False) -> int:
-    return asyncio.run(_headless(parsed, prepare, decision_timeout, detached))
+def headless(
+    parsed, prepare, *, decision_timeout: float | None = 0, detached: bool = False, prog: str = "tbconsole train"
+) -> int:
+    return asyncio.run(_headless(parsed, prepare, decision_timeout, detached, prog))
 
 
-async def _headless(parsed, prepare, decision_timeout: float | None, detached: bool) -> int:
+async def _headless(parsed, prepare, decision_timeout: float | None, detached: bool, prog: str) -> int:
     from tbconsole.runner import train
     from tbconsole.runner.health import GatewayUnreachable
     from tbconsole.runner.progress import ProgressLog
@@ -127,7 +129,7 @@ async def _headless(parsed, prepare, decision_timeout: float | None, detached: b
                 result = await train.main(parsed, bus, control, decision_timeout, signals.cause)
         return result.exit_code
     except GatewayUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)  # a refusal, said as every other one of the command
         return 1
     except Exception as exc:  # noqa: BLE001 - one message here, the traceback in the run's log
         from tbconsole.runner.crashlog import log_traceback

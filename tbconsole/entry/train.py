@@ -1,14 +1,15 @@
 """`tbconsole train KEY=VALUE…` and `tbconsole demo [KEY=VALUE…]` (and `python -m tbconsole.train`):
 the recipe, with the upstream command's arguments. Parsing and every check that can fail before
-the run starts live here (a usage error exits 2 with nothing started); ``tbconsole.entry.run``
-wires the run itself."""
+the run starts, in the order a user sees them (a usage error exits 2 with nothing started or
+written, a dead gateway exits 1; each refusal is one ``tbconsole <command>: <message>`` line on
+stderr); ``tbconsole.entry.run`` wires the run itself."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
 import logging
 import math
+import os
+import shutil
 import signal
 import sys
 from dataclasses import dataclass
@@ -176,63 +177,74 @@ def choose_console(
     )
 
 
+def refuse(prog: str, exc: BaseException | str, code: int = USAGE_EXIT) -> int:
+    """A refusal of the command: ``<prog>: <message>`` on stderr, nothing started."""
+    print(f"{prog}: {exc}", file=sys.stderr)
+    return code
+
+
 def run_train(
     argv: list[str],
     *,
     extra_defaults: dict | None = None,
     prog: str = "tbconsole train",
     command: str = "train",
+    precheck=None,
+    check=None,
     materialize=None,
     prepare=None,
+    announce: str | None = None,
 ) -> int:
-    """Parse and check, then run: in a detached runner with the console attached (a terminal),
-    in a detached runner alone (--detach), or in this process (--headless, no terminal, and the
-    detached runner itself). ``materialize(parsed) -> parsed`` may fill in generated files
-    before validation; ``prepare(parsed)`` (an async context manager) lets `demo` start the
-    local engine around the run. ``command`` is the subcommand a detached runner is started
-    with."""
+    """Check, then run: in a detached runner with the console attached (a terminal), in a
+    detached runner alone (--detach), or in this process (--headless, no terminal, and the
+    detached runner itself). ``command`` is the subcommand a detached runner is started with.
+
+    The order a user sees: usage errors (exit 2) that need no heavy import, said at once (the
+    keys, trial.json's file, the task folders, the sandbox, the disk; ``precheck(keys,
+    defaults)``: the demo's own); the gateway (exit 1 when it does not answer); then the checks
+    that need the cookbook or Harbor (values, renderer, trial.json's content; ``check(parsed)``:
+    the demo's). Only then is anything written: ``materialize(parsed) -> parsed`` fills in the
+    demo's generated files, ``prepare(parsed)`` (an async context manager) lets `demo` start the
+    local engine around the run. ``announce``: a line said once the run starts."""
     from tbconsole.runner import preflight
+    from tbconsole.runner.optionkeys import OptionsError
+    from tbconsole.runner.wandb_advisories import defer_wandb
 
     offline.apply_safe_defaults()
     try:
         keys, flags = split_flags(argv)
     except FlagError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return USAGE_EXIT
+        return refuse(prog, exc)
     if flags.runner:  # its own session: no terminal to lose, and nothing else may hang it up
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if flags.help:
         from tbconsole.runner.options import help_text
 
-        print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults))
-        return 0
-    # Usage errors first, each before anything is probed; the named gateway is probed beside the
-    # heavy imports (the cookbook, torch: seconds), and reported once the options are known good.
-    default_base_url = (extra_defaults or {}).get("config.base_url")
-    try:
-        preflight.check_base_url(keys, default_base_url)
-        preflight.check_api_key(preflight.last_value(keys, "config.base_url") or default_base_url)
-    except preflight.PreflightError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return USAGE_EXIT
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gateway-probe") as pool:
-        probed = pool.submit(preflight.fast_gateway_check, keys, default_base_url)
-
-        from tbconsole.engine.registry import register_with_cookbook
-        from tbconsole.lease import Lease, LeaseHeld
-        from tbconsole.runner.options import OptionsError, parse
-
-        register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
         try:
-            parsed = parse(keys, extra_defaults)
-            preflight.check_disk(Path(parsed.args.config.log_path))  # before the demo writes its files there
-        except (OptionsError, preflight.PreflightError) as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return USAGE_EXIT
-        unreachable = probed.result()
-    if unreachable is not None:
-        print(f"error: {unreachable}", file=sys.stderr)
-        return 1
+            print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults), flush=True)
+        except BrokenPipeError:  # `tbconsole train --help | head`: the rest goes nowhere, quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    defaults = extra_defaults or {}
+    try:
+        preflight.check_command_line(keys, defaults)
+        if precheck is not None:
+            precheck(keys, defaults)
+        preflight.check_gateway(keys, defaults)
+    except preflight.GatewayDown as exc:
+        return refuse(prog, exc, 1)
+    except (OptionsError, preflight.PreflightError) as exc:
+        return refuse(prog, exc)
+
+    defer_wandb()  # before the cookbook: wandb is imported only by a run that logs to W&B
+    from tbconsole.engine.registry import register_with_cookbook
+    from tbconsole.lease import Lease, LeaseHeld
+
+    register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
+    try:
+        parsed = _parse_and_check(keys, extra_defaults, check)
+    except (OptionsError, preflight.PreflightError) as exc:
+        return refuse(prog, exc)
     log_path = Path(parsed.args.config.log_path)
     if "config.log_path" not in parsed.explicit:  # the demo's generated one: the runner and a resume need it
         keys = [*keys, f"config.log_path={log_path}"]
@@ -241,18 +253,27 @@ def run_train(
     )
     elsewhere = console or flags.detach  # the runner is another process
     # The runner holds the folder from before its first write; a process that only starts one
-    # just makes sure the folder is free before it writes there.
+    # just makes sure the folder is free before it writes there. Every check has passed: from
+    # here on the folder is written.
     lease = Lease(log_path, [*prog.split(), *keys, *flags.for_runner()])
-    claim = functools.partial(_refuse_if_held, log_path) if elsewhere else lease.acquire
+    existed = log_path.exists()
     try:
         try:
-            parsed = _materialize_and_check(parsed, materialize, claim)
-        except (OptionsError, preflight.PreflightError) as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return USAGE_EXIT
+            if elsewhere:
+                _refuse_if_held(log_path)
+            else:
+                lease.acquire()
+            if materialize is not None:
+                parsed = materialize(parsed)
         except LeaseHeld as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return USAGE_EXIT
+            return refuse(prog, exc)
+        except OSError as exc:
+            lease.release()
+            if not existed:  # a refused start leaves no half-made folder behind
+                shutil.rmtree(log_path, ignore_errors=True)
+            return refuse(prog, f"cannot write the run folder {log_path}: {exc}", 1)
+        if announce:
+            print(announce, file=sys.stderr)
         if elsewhere:
             return run.detached(command, [*keys, *flags.for_runner()], log_path, console=console, theme=flags.theme)
         if notice:
@@ -262,7 +283,7 @@ def run_train(
         logging.raiseExceptions = False
         default_timeout = DETACHED_DECISION_TIMEOUT if flags.runner else 0
         decision_timeout = default_timeout if flags.decision_timeout is None else flags.decision_timeout
-        code = run.headless(parsed, prepare, decision_timeout=decision_timeout, detached=flags.runner)
+        code = run.headless(parsed, prepare, decision_timeout=decision_timeout, detached=flags.runner, prog=prog)
         if flags.runner:  # nobody waits for this process: its log says how it ended
             print(f"runner exit status {code}")
         return code
@@ -279,56 +300,52 @@ def _refuse_if_held(log_path: Path) -> None:
         raise LeaseHeld(log_path, view)
 
 
-def _materialize_and_check(parsed, materialize, claim):
-    """The demo's generated files, then every check; ``claim()`` comes right before the first
-    write into the run folder (LeaseHeld: another runner has it)."""
-    if materialize is None:
-        _check_before_start(parsed)
-        claim()
-        return parsed
-    claim()
-    parsed = materialize(parsed)
-    _check_before_start(parsed)
+def _parse_and_check(keys: list[str], extra_defaults: dict | None, check):
+    """The options parsed, and what needs the cookbook or Harbor to check (OptionsError)."""
+    from tbconsole.runner.options import OptionsError, parse, resolve_renderer_name
+    from tbconsole.runner.preflight import GENERATED_PREFIX
+    from tbconsole.runner.trials import TrialConfigError, load_template
+
+    parsed = parse(keys, extra_defaults)
+    resolve_renderer_name(parsed.args.config)
+    trial_config = parsed.args.harbor.trial_config
+    if not trial_config.startswith(GENERATED_PREFIX):  # the user's own, as Harbor will read it
+        try:
+            load_template(Path(trial_config))
+        except TrialConfigError as exc:
+            raise OptionsError(str(exc)) from None
+    if check is not None:
+        check(parsed)
     return parsed
 
 
-def _check_before_start(parsed) -> None:
-    """Everything that can be known wrong before the run starts (OptionsError/PreflightError)."""
-    from tbconsole.runner import preflight
-    from tbconsole.runner.options import OptionsError
-    from tbconsole.runner.trials import load_template
-    from tbconsole.taskset import TaskSetError, discover
-    from tbconsole.trial import TrialConfigError
-
-    args = parsed.args
-    try:
-        template = load_template(Path(args.harbor.trial_config))
-    except TrialConfigError as exc:
-        raise OptionsError(str(exc)) from None
-    try:
-        task_dirs = args.config.dataset_builder.task_dirs()
-    except TaskSetError as exc:
-        raise OptionsError(f"config.dataset_builder.tasks_dir: {exc}") from None
-    environment = template.raw.get("environment") or {}
-    preflight.check_tasks(task_dirs, environment, "config.dataset_builder.tasks_dir")
-    if args.harbor.eval_tasks_dir:
-        try:
-            eval_dirs = discover(Path(args.harbor.eval_tasks_dir).expanduser())
-        except TaskSetError as exc:
-            raise OptionsError(f"harbor.eval_tasks_dir: {exc}") from None
-        preflight.check_tasks(eval_dirs, environment, "harbor.eval_tasks_dir")
-    preflight.check_sandbox(environment)
-
-
 def run_demo(argv: list[str]) -> int:
+    """`tbconsole demo`: without config.log_path, a rerun goes on with the newest demo of its kind
+    that ended before its last step (``demo.resumable_run``), else a new run folder."""
     from tbconsole.runner import demo
+    from tbconsole.runner.preflight import last_value
 
     offline.apply_embedded_defaults()
+    argv = demo.multi_turn_argv(argv)  # --multi-turn: the keys it stands for
+    defaults = demo.demo_defaults()
+    announce = None
+    asks_help = any(a in ("--help", "-h") for a in argv)
+    if last_value(argv, "config.log_path") is None and not asks_help:
+        resumable = demo.resumable_run(demo.RUNS_DIR, demo.kind_of([a for a in argv if not a.startswith("--")]))
+        if resumable is not None:
+            announce = (
+                f"tbconsole demo: resuming {resumable.path} at step {resumable.step}; "
+                f"config.log_path={defaults['config.log_path']} for a new run"
+            )
+            defaults["config.log_path"] = str(resumable.path)
     return run_train(
-        demo.multi_turn_argv(argv),  # --multi-turn: the keys it stands for
-        extra_defaults=demo.demo_defaults(),
+        argv,
+        extra_defaults=defaults,
         prog="tbconsole demo",
         command="demo",
+        precheck=demo.precheck,
+        check=demo.check,
         materialize=demo.materialize,
         prepare=demo.embedded_engine,
+        announce=announce,
     )

@@ -15,24 +15,31 @@ act on, then acts on it (``multi_turn_argv``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import chz
 
 from tbconsole import variants
 from tbconsole.atomic import write_json
-from tbconsole.runfolder import RunFolder
+from tbconsole.runfolder import EVENTS_FILE, LEASE_FILE, RunFolder
+from tbconsole.runner.preflight import EMBEDDED as EMBEDDED  # config.base_url placeholder: the local engine's URL
+from tbconsole.runner.preflight import GENERATED_PREFIX, TASKS_KEY, value_of
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 from tbconsole.sandbox.namespace import BASE_PATH
 
-EMBEDDED = "embedded"  # config.base_url placeholder: replaced by the local engine's URL
 DEMO_TRIAL_FILE = "demo-trial.json"
-TRAIN_TASKS = "<log_path>/tasks"  # placeholders: generated variants in the run folder
-HELDOUT_TASKS = "<log_path>/tasks-heldout"
-MULTI_TURN_TASKS = "<log_path>/tasks-multi-turn"
-MULTI_TURN_HELDOUT_TASKS = "<log_path>/tasks-multi-turn-heldout"
+TRAIN_TASKS = f"{GENERATED_PREFIX}tasks"  # placeholders: generated variants in the run folder
+HELDOUT_TASKS = f"{GENERATED_PREFIX}tasks-heldout"
+MULTI_TURN_TASKS = f"{GENERATED_PREFIX}tasks-multi-turn"
+MULTI_TURN_HELDOUT_TASKS = f"{GENERATED_PREFIX}tasks-multi-turn-heldout"
+RUNS_DIR = Path("runs")  # where each demo gets its folder: runs/demo-<time>
+RUN_PREFIX = "demo-"
 # The demo trains on two families (each batch holds one group of each): with 8 trials a step,
 # what one step can afford on 2 cores, a third family halves each family's signal per step.
 DEMO_FAMILIES = ("count-lines", "sort-unique")
@@ -86,7 +93,7 @@ DEMO_DEFAULTS = {
     "config.dataset_builder.tasks_dir": TRAIN_TASKS,
     "config.dataset_builder.groups_per_batch": 2,
     "config.dataset_builder.group_size": 4,
-    "harbor.trial_config": f"<log_path>/{DEMO_TRIAL_FILE}",
+    "harbor.trial_config": f"{GENERATED_PREFIX}{DEMO_TRIAL_FILE}",
     "harbor.eval_tasks_dir": HELDOUT_TASKS,
 }
 
@@ -95,7 +102,7 @@ def demo_defaults() -> dict:
     """Each demo gets its own run folder (pass config.log_path=… to resume one)."""
     import time
 
-    return {**DEMO_DEFAULTS, "config.log_path": time.strftime("runs/demo-%Y%m%d-%H%M%S")}
+    return {**DEMO_DEFAULTS, "config.log_path": str(RUNS_DIR / time.strftime(f"{RUN_PREFIX}%Y%m%d-%H%M%S"))}
 
 
 def multi_turn_argv(argv: list[str]) -> list[str]:
@@ -144,18 +151,52 @@ def demo_trial_config(max_tokens: int, step_limit: int = DEMO_STEP_LIMIT, contex
     }
 
 
+def check_local_model(base_url: str | None, model_name: str | None) -> None:
+    """The embedded engine serves only the local models (OptionsError otherwise)."""
+    from tbconsole.engine.registry import MODELS
+    from tbconsole.runner.optionkeys import OptionsError
+
+    if base_url == EMBEDDED and model_name is not None and model_name.split(":", 1)[0] not in MODELS:
+        raise OptionsError(
+            f"config.model_name={model_name!r} is not a local model: with config.base_url={EMBEDDED} "
+            f"use one of {', '.join(MODELS)}, or name a gateway that serves it (config.base_url=http://…)"
+        )
+
+
+def precheck(keys: list[str], defaults: Mapping[str, Any]) -> None:
+    """The demo's own usage errors that need no import of the cookbook (before the gateway)."""
+    check_local_model(value_of(keys, defaults, "config.base_url"), value_of(keys, defaults, "config.model_name"))
+
+
+def generated_trial_config(args) -> dict | None:
+    """The trial.json the demo writes into the run folder, or None when harbor.trial_config names
+    the user's own."""
+    if args.harbor.trial_config != DEMO_DEFAULTS["harbor.trial_config"]:
+        return None
+    own = GENERATED.get(args.config.dataset_builder.tasks_dir)
+    return demo_trial_config(args.config.max_tokens, step_limit_for(own) if own else OTHER_TASKS_STEP_LIMIT)
+
+
+def check(parsed) -> None:
+    """The demo's generated trial.json, checked as Harbor will check it, before anything is
+    written (OptionsError: e.g. the agent is not installed in this environment)."""
+    from tbconsole.runner.optionkeys import OptionsError
+    from tbconsole.runner.trials import TrialConfigError, make_template
+
+    raw = generated_trial_config(parsed.args)
+    if raw is None:
+        return
+    try:
+        make_template(raw, f"the demo's {DEMO_TRIAL_FILE}")
+    except TrialConfigError as exc:
+        raise OptionsError(str(exc)) from None
+
+
 def materialize(parsed):
     """Write what the demo's defaults point at into the run folder: the trial.json and the
     generated task variants (train and held-out). Options the user set are left alone."""
-    from tbconsole.engine.registry import MODELS
-    from tbconsole.runner.options import OptionsError
-
     args = parsed.args
-    if args.config.base_url == EMBEDDED and args.config.model_name.split(":", 1)[0] not in MODELS:
-        raise OptionsError(
-            f"config.model_name={args.config.model_name!r} is not a local model: with "
-            f"config.base_url={EMBEDDED} use one of {', '.join(MODELS)}"
-        )
+    check_local_model(args.config.base_url, args.config.model_name)
     reference = args.config.kl_reference_config
     if reference is not None and reference.base_model == RUN_MODEL:
         args = chz.replace(
@@ -166,16 +207,14 @@ def materialize(parsed):
         )
     log_path = Path(args.config.log_path)
     harbor, builder = args.harbor, args.config.dataset_builder
-    if harbor.trial_config == DEMO_DEFAULTS["harbor.trial_config"]:
+    trial_config = generated_trial_config(args)
+    if trial_config is not None:
         path = log_path / DEMO_TRIAL_FILE
-        own = GENERATED.get(builder.tasks_dir)
-        write_json(
-            path, demo_trial_config(args.config.max_tokens, step_limit_for(own) if own else OTHER_TASKS_STEP_LIMIT)
-        )
+        write_json(path, trial_config)
         harbor = chz.replace(harbor, trial_config=str(path))
     if builder.tasks_dir in (TRAIN_TASKS, MULTI_TURN_TASKS):
         groups = (args.config.max_steps or 20) * builder.groups_per_batch
-        dest = log_path / builder.tasks_dir.removeprefix("<log_path>/")
+        dest = log_path / builder.tasks_dir.removeprefix(GENERATED_PREFIX)
         families = GENERATED[builder.tasks_dir]
         for order, variant in enumerate(variants.sample_variants("train", max(groups, 2), seed=0, families=families)):
             # Folders load in sorted order: the prefix keeps the families interleaved.
@@ -183,11 +222,67 @@ def materialize(parsed):
         builder = chz.replace(builder, tasks_dir=str(dest))
     if harbor.eval_tasks_dir in (HELDOUT_TASKS, MULTI_TURN_HELDOUT_TASKS):
         families = GENERATED[harbor.eval_tasks_dir]
-        dest = log_path / harbor.eval_tasks_dir.removeprefix("<log_path>/")
+        dest = log_path / harbor.eval_tasks_dir.removeprefix(GENERATED_PREFIX)
         variants.write_taskset(dest, variants.sample_variants("heldout", HELDOUT_VARIANTS, seed=0, families=families))
         harbor = chz.replace(harbor, eval_tasks_dir=str(dest))
     parsed.args = chz.replace(args, harbor=harbor, config=chz.replace(args.config, dataset_builder=builder))
     return parsed
+
+
+# -- rerunning `tbconsole demo` goes on with the demo it stopped ------------------------------------
+
+
+@dataclass(frozen=True)
+class Resumable:
+    path: Path
+    step: int  # the step it goes on at: its last checkpoint's (0: none yet)
+
+
+def kind_of(keys: list[str] | tuple[str, ...]) -> str:
+    """Which demo a command line runs: the tasks it trains on (the one-command variants, the
+    two-command ones of --multi-turn, or the user's own folder)."""
+    return value_of(list(keys), DEMO_DEFAULTS, TASKS_KEY) or ""
+
+
+def resumable_run(runs_dir: Path, kind: str) -> Resumable | None:
+    """The run a plain rerun of `tbconsole demo` goes on with: the newest demo folder under
+    ``runs_dir`` of this kind (by its last event), when it ended before its last step (stopped,
+    aborted, failed, or its runner died) and nobody runs it. None: start a new one (the newest
+    finished, or there is none)."""
+    from tbconsole.enums import RunnerState, RunStatus
+    from tbconsole.lease import read_lease
+    from tbconsole.runlist import read_run, steps_trained
+
+    newest: tuple[float, Path] | None = None
+    for folder in runs_dir.glob(f"{RUN_PREFIX}*"):
+        command = read_lease(folder).command
+        if len(command) < 2 or command[1] != "demo" or kind_of(command[2:]) != kind:
+            continue  # not a demo this command started (no lease: not a run at all)
+        seen = max((folder / name).stat().st_mtime for name in (EVENTS_FILE, LEASE_FILE) if (folder / name).exists())
+        if newest is None or seen > newest[0]:
+            newest = (seen, folder)
+    if newest is None:
+        return None
+    folder = newest[1]
+    if read_lease(folder).state is RunnerState.LIVE:
+        return None
+    if (folder / EVENTS_FILE).exists():
+        state = read_run(folder).state
+        if state.end_status == RunStatus.DONE or (state.total_steps and steps_trained(state) >= state.total_steps):
+            return None
+    return Resumable(folder, last_checkpoint_step(folder))
+
+
+def last_checkpoint_step(folder: Path) -> int:
+    """The batch the cookbook resumes ``folder`` at: its last full checkpoint's (0: none)."""
+    step = 0
+    with contextlib.suppress(OSError):
+        for line in (folder / "checkpoints.jsonl").read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                row = json.loads(line)
+                if isinstance(row, dict) and row.get("state_path") and isinstance(row.get("batch"), int):
+                    step = row["batch"]
+    return step
 
 
 @contextlib.asynccontextmanager

@@ -4,7 +4,8 @@ plus tbconsole's own ``advise.*`` (the advisories' thresholds, ``tbconsole.advis
 
 Parsed with chz, exactly as the cookbook's own entrypoints are, so every ``config.*`` field and
 its ``--help`` listing come from the cookbook itself. The recipe's own rules are enforced here
-with one readable message each (``OptionsError`` → exit 2, nothing started).
+with one readable message each (``OptionsError`` → exit 2, nothing started); the rules about the
+keys alone live in ``tbconsole.runner.optionkeys``, which needs no cookbook and runs first.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from tbconsole.advisories import Thresholds
 from tbconsole.advisories import problems as threshold_problems
 from tbconsole.runner.admission import LedgerOptions, options_problems
 from tbconsole.runner.dataset import HarborDatasetBuilder
+from tbconsole.runner.optionkeys import HarborOptions as HarborOptions  # the recipe's own, light sections
+from tbconsole.runner.optionkeys import OptionsError as OptionsError
+from tbconsole.runner.optionkeys import check_keys
 
 RECIPE_NAME = "tbconsole_terminal_bench"
 BLUEPRINT_ERRORS = (
@@ -26,30 +30,6 @@ BLUEPRINT_ERRORS = (
     chz.blueprint.MissingBlueprintArg,
     chz.blueprint.ConstructionException,
 )
-
-
-class OptionsError(ValueError):
-    """A bad key or value on the command line. The message says what to do."""
-
-
-@chz.chz
-class HarborOptions:
-    trial_config: str  # path to trial.json: a Harbor TrialConfig without `task`
-    reward_key: str = "reward"  # key in the verifier's rewards used as the trial reward
-    listen_host: str = "127.0.0.1"  # address the proxy binds to (0.0.0.0 for remote sandboxes)
-    advertised_host: str = "127.0.0.1"  # address placed in {proxy_url}; sandboxes must reach it
-    max_parallel_trials_per_group: int = 4
-    # Not in the upstream recipe: a folder of held-out Harbor tasks scored with the current
-    # policy every config.eval_every batches and after the last (metrics eval/heldout/*).
-    eval_tasks_dir: str | None = None
-    eval_group_size: int = 2  # trials per held-out task
-    # Not in the upstream recipe: keep each turn's sampled tokens, as sampled, in the trial's later
-    # prompts (tbconsole.proxy.continuity), so that a multi-turn trial trains as one datum instead of
-    # one datum per turn. false: prompts are the renderer's own rendering of the agent's messages.
-    token_continuity: bool = True
-    # Not in the upstream recipe: a shell command run with a short JSON on stdin when the run needs
-    # a decision, ends, or raises an error advisory (tbconsole.notify); `--notify CMD` sets it too.
-    notify: str | None = None
 
 
 @chz.chz
@@ -89,21 +69,7 @@ def help_text(extra_defaults: dict | None = None) -> str:
 
 def parse(argv: list[str], extra_defaults: dict | None = None) -> ParsedArgs:
     """KEY=VALUE arguments → TrainArgs with the recipe's rules applied."""
-    explicit = set()
-    for item in argv:
-        if "=" not in item or item.startswith("="):
-            raise OptionsError(
-                f"'{item}' is not KEY=VALUE. Arguments look like config.learning_rate=1e-5 "
-                "or harbor.trial_config=trial.json (see --help)."
-            )
-        explicit.add(item.split("=", 1)[0])
-    if any(
-        key == "config.rollout_error_tolerance" or key.startswith("config.rollout_error_tolerance.") for key in explicit
-    ):
-        raise OptionsError(
-            "config.rollout_error_tolerance is set by the recipe (Harbor trial outcomes decide "
-            "what is scored and what stops the run); remove it from the command line."
-        )
+    explicit = check_keys(argv, extra_defaults)  # the keys' own rules, shared with the check before the imports
     try:
         args = blueprint(extra_defaults).make_from_argv(argv)
     except BLUEPRINT_ERRORS as exc:

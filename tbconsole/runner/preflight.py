@@ -1,24 +1,40 @@
 """Checks that refuse a run before anything starts: each failure is one message that says what
-to do (``PreflightError``, exit 2; an unreachable gateway exits 1 like any outage).
+to do (``PreflightError`` or ``OptionsError``: exit 2; an unreachable gateway, ``GatewayDown``:
+exit 1, like any outage).
 
-``fast_gateway_check`` runs before the heavy imports (the cookbook, torch, Harbor take ~9 s),
-so a dead gateway is reported within seconds of the command starting.
+``check_command_line`` is every check that needs neither the cookbook nor Harbor (the keys, the
+gateway's address and key, trial.json's file, the task folders, the sandbox, the disk): it runs
+before their imports (seconds: the cookbook, torch), so a usage error is said at once. Then
+``check_gateway`` probes the gateway the command names, still before those imports, so a dead
+gateway is reported within a second or so of the command starting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from tbconsole.formatting import command_line
 
 EMBEDDED = "embedded"  # the demo's placeholder for the in-process engine (runner.demo)
+# The demo's placeholders for the files it writes into the run folder (runner.demo): checked when
+# written, not here.
+GENERATED_PREFIX = "<log_path>/"
 MAX_LISTED = 5
+TASKS_KEY = "config.dataset_builder.tasks_dir"
+EVAL_TASKS_KEY = "harbor.eval_tasks_dir"
+TRIAL_KEY = "harbor.trial_config"
 
 
 class PreflightError(ValueError):
     """The run cannot start as configured; the message says what to do."""
+
+
+class GatewayDown(PreflightError):
+    """The gateway the command names does not answer (exit 1: an outage, not a usage error)."""
 
 
 def last_value(keys: list[str], name: str) -> str | None:
@@ -52,31 +68,75 @@ def check_base_url(keys: list[str], default_base_url: str | None = None) -> None
         raise PreflightError(f"config.base_url={base_url} names no host: e.g. config.base_url=http://127.0.0.1:8000")
 
 
-def fast_gateway_check(keys: list[str], default_base_url: str | None = None) -> str | None:
-    """Probe an explicitly named gateway (``config.base_url=`` or ``TINKER_BASE_URL``); it needs
-    nothing heavy, so it runs beside the imports. Returns an error message, or None when it
-    answers or none was named (the run probes the SDK's default itself)."""
-    base_url = named_base_url(keys, default_base_url)
+def value_of(keys: list[str], defaults: Mapping[str, Any], name: str) -> str | None:
+    """An option's value as given (the last ``name=``), else the command's own default; None when
+    neither says (or a default that is not text, such as a class)."""
+    value = last_value(keys, name)
+    if value is None:
+        value = defaults.get(name)
+    return value if isinstance(value, str) else None
+
+
+def check_command_line(keys: list[str], defaults: Mapping[str, Any] | None = None) -> None:
+    """Every usage error that needs neither the cookbook nor Harbor, in the order a user fixes
+    them (OptionsError or PreflightError). ``defaults``: the values the command fills in itself
+    (the demo's; ``<log_path>/…`` ones are files it generates, checked when written)."""
+    from tbconsole.runner.optionkeys import OptionsError, check_keys
+    from tbconsole.runner.trials import TrialConfigError, environment_of, read_trial_json
+    from tbconsole.taskset import TaskSetError, discover
+
+    defaults = defaults or {}
+    check_keys(keys, defaults)
+    default_base_url = value_of([], defaults, "config.base_url")
+    check_base_url(keys, default_base_url)
+    check_api_key(last_value(keys, "config.base_url") or default_base_url)
+    trial_config = value_of(keys, defaults, TRIAL_KEY) or ""
+    raw: dict[str, Any] = {}
+    if not trial_config.startswith(GENERATED_PREFIX):  # the demo's own runs in the local sandbox
+        try:
+            raw = read_trial_json(Path(trial_config))
+        except TrialConfigError as exc:
+            raise OptionsError(str(exc)) from None
+    environment = environment_of(raw)
+    for key in (TASKS_KEY, EVAL_TASKS_KEY):
+        tasks_dir = value_of(keys, defaults, key)
+        if tasks_dir in (None, "None") or tasks_dir.startswith(GENERATED_PREFIX):
+            continue
+        try:
+            task_dirs = discover(Path(tasks_dir).expanduser())
+        except TaskSetError as exc:
+            raise OptionsError(f"{key}: {exc}") from None
+        check_tasks(task_dirs, environment, key)
+    check_sandbox(environment)
+    check_disk(Path(value_of(keys, defaults, "config.log_path") or "."))
+
+
+def check_gateway(keys: list[str], defaults: Mapping[str, Any] | None = None) -> None:
+    """Probe the gateway the command names (``config.base_url`` or ``TINKER_BASE_URL``): GatewayDown
+    when it does not answer, PreflightError when it answers but does not serve
+    ``config.model_name``. Nothing when it is fine or none was named (the run probes the SDK's
+    default itself)."""
+    defaults = defaults or {}
+    base_url = named_base_url(keys, value_of([], defaults, "config.base_url"))
     if base_url is None:
-        return None
+        return
     from tbconsole.runner.health import probe, unreachable_message
 
     base_url = base_url.rstrip("/")
     error = asyncio.run(probe(base_url)).error
     if error is not None:
-        return unreachable_message(base_url, error)
-    model = last_value(keys, "config.model_name")
+        raise GatewayDown(unreachable_message(base_url, error))
+    model = value_of(keys, defaults, "config.model_name")
     served = asyncio.run(served_models(base_url)) if model else None
     if model and served and model.split(":", 1)[0] not in served:
         listed = ", ".join(served[:MAX_LISTED]) + (
             f" and {len(served) - MAX_LISTED} more" if len(served) > MAX_LISTED else ""
         )
-        return (
+        raise PreflightError(
             f"config.model_name={model} is not served by the gateway at {base_url}: it serves {listed}. "
             f"Name one of those (config.model_name={served[0]}), or start the gateway with that model "
             f"(local engine: tbconsole engine --model {model})."
         )
-    return None
 
 
 async def served_models(base_url: str) -> list[str] | None:

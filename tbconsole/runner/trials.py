@@ -172,10 +172,7 @@ def make_template(raw: dict[str, Any], source: str) -> TrialTemplate:
     uses_agents_dir = "{agents}" in json.dumps(raw)
     raw = _fill_local_paths(raw, agent_clis.placeholders())
     raw, proxy = translate(raw, source)
-    environment = dict(raw.get("environment") or {})
-    if not environment.get("type") and not environment.get("import_path"):
-        environment["import_path"] = LOCAL_SANDBOX
-    raw["environment"] = environment
+    raw["environment"] = environment_of(raw)
     template = TrialTemplate(raw=raw, proxy=proxy, source=source)
     # Validate once with stand-in values, so a bad key fails now and not in the first group.
     config = template.config_for(
@@ -187,6 +184,14 @@ def make_template(raw: dict[str, Any], source: str) -> TrialTemplate:
         if problem:
             raise TrialConfigError(f"{source}: agent {config.agent.name!r} runs from {{agents}}, but {problem}")
     return template
+
+
+def environment_of(raw: dict[str, Any]) -> dict[str, Any]:
+    """Where a trial.json's trials run: its ``environment``, the local sandbox when it names none."""
+    environment = dict(raw.get("environment") or {})
+    if not environment.get("type") and not environment.get("import_path"):
+        environment["import_path"] = LOCAL_SANDBOX
+    return environment
 
 
 def _fill_local_paths(value: Any, paths: dict[str, str]) -> Any:

@@ -13,16 +13,27 @@ the metrics or be lost.
 Never a danger to the run: the bus hands each event over on its publishing thread, where a summary
 update only queues a record for W&B's own process; any exception (W&B's process gone, a full
 disk) is logged once and the logger turns itself off.
+
+``defer_wandb``: wandb is imported when it is first used, not when the cookbook's ``ml_log`` is
+(which does ``import wandb`` at its top). Its import costs time and leaves two temporary folders
+for the process's life (``tmp…wandb-media``, ``tmp…wandb-artifacts``, removed only at a clean
+exit); a run with W&B off never needs it.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
+import sys
+import threading
+import types
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, EventBus
+if TYPE_CHECKING:
+    from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, EventBus
 
 COLUMNS: list[Any] = ["time", "step", "key", "rule", "severity", "state", "message", "threshold", "value"]
 TABLE_KEY = "advisories"
@@ -45,6 +56,8 @@ class WandbAdvisories:
         self._guarded(lambda: self.run.summary.__setitem__(ACTIVE_KEY, 0))
 
     def __call__(self, event: Event) -> None:
+        from tbconsole.events import AdvisoryCleared, AdvisoryRaised
+
         if isinstance(event, AdvisoryRaised | AdvisoryCleared):
             self._guarded(lambda: self._log(event))
 
@@ -59,6 +72,8 @@ class WandbAdvisories:
 
     def _log(self, event: AdvisoryRaised | AdvisoryCleared) -> None:
         import wandb
+
+        from tbconsole.events import AdvisoryRaised
 
         when = datetime.fromtimestamp(event.ts, UTC).isoformat(timespec="seconds")
         if isinstance(event, AdvisoryRaised):
@@ -92,3 +107,49 @@ def advisories_to_wandb(ml_logger: Any, bus: EventBus) -> Callable[[], None]:
     advisories = WandbAdvisories(run)
     advisories.start()
     return bus.subscribe(advisories)
+
+
+# -- wandb on first use ---------------------------------------------------------------------------
+
+WANDB = "wandb"
+_load_lock = threading.Lock()
+
+
+class _DeferredModule(types.ModuleType):
+    """Stands in for a module in ``sys.modules`` until one of its attributes is asked for: then
+    the real module is imported (and takes its place there) and every attribute is read from it.
+    ``__spec__`` and ``__file__`` are the real one's, so ``importlib.util.find_spec`` still finds
+    the package and ``inspect.getmodule`` does not load it."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_load_real(self), name)
+
+
+def _load_real(stand_in: types.ModuleType) -> types.ModuleType:
+    with _load_lock:
+        current = sys.modules.get(stand_in.__name__)
+        if current is not None and current is not stand_in:
+            return current
+        del sys.modules[stand_in.__name__]
+        try:
+            return importlib.import_module(stand_in.__name__)
+        except BaseException:
+            sys.modules[stand_in.__name__] = stand_in  # as it was: the next use fails the same way
+            raise
+
+
+def defer_wandb() -> None:
+    """Put a stand-in for wandb in ``sys.modules`` (once, before anything imports it), so that the
+    cookbook's ``import wandb`` costs nothing until a W&B run is started. Nothing when wandb is
+    already imported or not installed (the cookbook then says W&B is unavailable, as before)."""
+    if WANDB in sys.modules:
+        return
+    spec = importlib.util.find_spec(WANDB)
+    if spec is None:
+        return
+    stand_in = _DeferredModule(WANDB)
+    stand_in.__spec__ = spec
+    # Read of every module by inspect.getmodule (torch does it at import, for each op it
+    # registers): answered without loading. No __path__: importing a submodule loads wandb first.
+    stand_in.__file__ = spec.origin
+    sys.modules[WANDB] = stand_in

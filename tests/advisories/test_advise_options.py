@@ -42,7 +42,7 @@ def test_thresholds_are_options_with_their_defaults():
         ("advise.stall_factor=0.5", "advise.stall_factor is a factor: at least 1"),
         ("advise.off=disk,nope", "advise.off names unknown rules nope"),
         ("advise.disk_error_mib=4096", "advise.disk_error_mib must not be above advise.disk_warn_mib"),
-        ("advise.kl_maxx=1", "Extraneous argument 'advise.kl_maxx'"),
+        ("advise.kl_maxx=1", "advise.kl_maxx does not exist; did you mean advise.kl_max?"),
         ("advise.hack_steps=two", "Could not interpret argument 'two' provided for param 'advise.hack_steps'"),
     ],
 )

@@ -11,6 +11,8 @@ import time
 
 import httpx
 
+from tbconsole.taskset import BUNDLED_TASKS_DIR
+
 SCRIPT = """
 import argparse, sys
 from tbconsole.engine import cli
@@ -39,14 +41,16 @@ def test_cli_serves_and_stops(tmp_path):
         assert httpx.get(f"{url}/api/v1/healthz").json() == {"status": "ok"}
         caps = httpx.get(f"{url}/api/v1/get_server_capabilities").json()
         assert caps["supported_models"][0]["model_name"] == "tbconsole/qwen3-tiny"
-        # A run naming a model this engine does not serve is refused before it starts, by name.
+        # A run naming a model this engine does not serve is refused before it starts, by name (a
+        # usage error: exit 2).
+        (tmp_path / "trial.json").write_text('{"agent": {"name": "nop"}}')
         run = subprocess.run(
             [sys.executable, "-m", "tbconsole", "train", f"config.base_url={url}", "config.model_name=Qwen/Qwen3-8B",
-             f"config.log_path={tmp_path / 'run'}", "config.dataset_builder.tasks_dir=/x",
+             f"config.log_path={tmp_path / 'run'}", f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}",
              "config.learning_rate=1e-4", "config.max_tokens=64", f"harbor.trial_config={tmp_path / 'trial.json'}"],
             capture_output=True, text=True, env={**env, "TINKER_API_KEY": "tml-local"}, timeout=300,
         )  # fmt: skip
-        assert run.returncode == 1, run.stderr
+        assert run.returncode == 2, run.stderr
         assert "config.model_name=Qwen/Qwen3-8B is not served" in run.stderr, run.stderr
         assert "it serves tbconsole/qwen3-tiny" in run.stderr and "Traceback" not in run.stderr
         assert not (tmp_path / "run").exists()

@@ -14,6 +14,7 @@ import pytest
 
 from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
+from tbconsole.taskset import BUNDLED_TASKS_DIR
 
 from healthz_server import healthz_server
 from tests_support import missing
@@ -203,9 +204,13 @@ def test_usage_errors_come_before_the_gateway_probe_then_a_dead_gateway_is_one_m
     )
     assert proc.returncode == 2, proc.stderr
     assert "lerning_rate" in proc.stderr and "not answering" not in proc.stderr and "Traceback" not in proc.stderr
-    # The options are good: the dead gateway, in one message.
+    # A missing task folder is a usage error too, said before the gateway.
     proc = _train(tmp_path, f"config.base_url={dead}", "config.dataset_builder.tasks_dir=/x", env=key)
+    assert proc.returncode == 2 and "/x" in proc.stderr and "not answering" not in proc.stderr, proc.stderr
+    # The options are good: the dead gateway, in one message.
+    proc = _train(tmp_path, f"config.base_url={dead}", f"config.dataset_builder.tasks_dir={BUNDLED_TASKS_DIR}", env=key)
     assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("tbconsole train: ") and len(proc.stderr.strip().splitlines()) == 1
     assert "is not answering" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()
 
