@@ -106,7 +106,7 @@ def test_q_leaves_at_once_and_the_run_goes_on(tmp_path, hold_lease, monkeypatch,
 
     def run_headless(app):
         async def drive():
-            async with app.run_test(size=(140, 36)) as pilot:  # wide: the keys' whole labels
+            async with app.run_test(size=(150, 36)) as pilot:  # wide: the keys' whole labels (at 140 they do not fit)
                 await wait_for(pilot, lambda: app.state.step == 2 and app.check_action("leave", ()))
                 await pilot.pause(0.2)
                 seen["footer"] = [key.description for key in app.screen.query("FooterKey")]

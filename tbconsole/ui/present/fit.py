@@ -2,8 +2,8 @@
 ``no_wrap`` and ``overflow`` are not carried over into its own text), so a line that must not
 wrap, or must wrap in a certain way, is made to fit first.
 
-- ``hang``: words wrapped to a width, every line indented: a value glued to its words
-  (``GLUE`` between them, ``glue_numbers``) never starts a line of its own;
+- ``hang`` / ``hang_text``: words wrapped to a width, every line indented: a value glued to its
+  words (``GLUE`` between them, ``glue_numbers``) never starts a line of its own;
 - ``fit``: the longest of a line's wordings that fits a width.
 """
 
@@ -13,8 +13,10 @@ import re
 from collections.abc import Sequence
 
 from rich.cells import cell_len
+from rich.text import Text
 
 GLUE = "\u00a0"  # between words that stay on one line; drawn as a space
+_WORD = re.compile("[^ ]+")
 _BEFORE_NUMBER = re.compile(r" (?=[(\[−+-]?\.?\d)")  # a space before 0.51, (0.5158), −3, [2
 
 
@@ -24,37 +26,52 @@ def glue_numbers(text: str) -> str:
     return _BEFORE_NUMBER.sub(GLUE, text)
 
 
-def _split(word: str, room: int) -> list[str]:
-    """A word wider than a whole line, cut into pieces of ``room`` cells."""
-    pieces, piece = [], ""
-    for ch in word:
-        if piece and cell_len(piece + ch) > room:
-            pieces.append(piece)
-            piece = ""
-        piece += ch
-    return [*pieces, piece] if piece else pieces
+def _pieces(plain: str, room: int) -> list[tuple[int, int]]:
+    """Where ``plain``'s words are (between single spaces: ``GLUE`` is part of a word), a word
+    wider than ``room`` cells cut into pieces that fit."""
+    out: list[tuple[int, int]] = []
+    for m in _WORD.finditer(plain):
+        a, b = m.span()
+        if cell_len(plain[a:b]) <= room:
+            out.append((a, b))
+            continue
+        start, used = a, 0
+        for i in range(a, b):
+            w = cell_len(plain[i])
+            if i > start and used + w > room:
+                out.append((start, i))
+                start, used = i, 0
+            used += w
+        out.append((start, b))
+    return out
+
+
+def hang_text(text: Text, width: int, indent: int = 0, first: int | None = None) -> Text:
+    """``text`` (styles kept) wrapped at its spaces into lines of at most ``width`` cells, the
+    first indented by ``first`` spaces (default ``indent``), the others by ``indent``. Words joined
+    by ``GLUE`` move to the next line together; only a word wider than a whole line is cut. The
+    spaces between the words of one line are kept as they were."""
+    first = indent if first is None else first
+    plain = text.plain
+    lines: list[tuple[int, int]] = []
+    for a, b in _pieces(plain, max(1, width - max(first, indent))):
+        room = max(1, width - (first if not lines else indent))
+        if lines and cell_len(plain[lines[-1][0] : b]) <= room:
+            lines[-1] = (lines[-1][0], b)
+        else:
+            lines.append((a, b))
+    out = Text(" " * first, style=text.style)
+    for i, (a, b) in enumerate(lines):
+        if i:
+            out.append("\n" + " " * indent)
+        out.append_text(text[a:b])
+    return Text(out.plain.replace(GLUE, " "), style=out.style, spans=list(out.spans), end="")
 
 
 def hang(text: str, width: int, indent: int = 0) -> list[str]:
     """``text`` wrapped at its spaces into lines of at most ``width`` cells, each starting with
-    ``indent`` spaces. Words joined by ``GLUE`` move to the next line together; only a word wider
-    than a whole line is cut."""
-    pad = " " * indent
-    room = max(1, width - indent)
-    lines: list[str] = []
-    line = ""
-    for word in (w for w in text.split(" ") if w):  # (not split(): that would split at GLUE too)
-        for piece in _split(word, room) if cell_len(word) > room else [word]:
-            if not line:
-                line = piece
-            elif cell_len(line) + 1 + cell_len(piece) <= room:
-                line += " " + piece
-            else:
-                lines.append(line)
-                line = piece
-    if line or not lines:
-        lines.append(line)
-    return [pad + line.replace(GLUE, " ") for line in lines]
+    ``indent`` spaces (``hang_text`` for plain text)."""
+    return hang_text(Text(text), width, indent).plain.split("\n")
 
 
 def fit(wordings: Sequence[str], width: int) -> str:

@@ -25,6 +25,7 @@ from rich.text import Text
 from textual.color import Color
 
 from tbconsole.stats import percentile
+from tbconsole.ui.present.fit import fit
 from tbconsole.ui.present.sanitize import plain
 
 FLOOR = 1e-4  # nats: surprisals below this all look alike (p > 0.9999)
@@ -171,20 +172,26 @@ class LogprobScale:
         cell = self.colour(logprob)
         return Style(color=readable_on(cell, self.fg, self.bg).hex, bgcolor=cell.hex)
 
-    def legend(self, stats: TurnStats | None, width: int = LEGEND_WIDTH, muted: str = "") -> Text:
+    def legend(self, stats: TurnStats | None, width: int = LEGEND_WIDTH, muted: str = "", room: int = 200) -> Text:
         """Three lines: the bar with its ends, the probabilities ticked under it, and this turn's
-        spread (min, percentiles, mean; "all tokens above p=0.9" when so)."""
+        spread (min, percentiles, mean; "all tokens above p=0.9" when so). ``room``: the columns
+        the lines have (the scale's name is said shorter where the long one does not fit)."""
         out = Text(no_wrap=True, overflow="ellipsis")
         lead = "colour  "
         left, right = f"p={prob_text(math.exp(-self.lo))} ", f" p={prob_text(math.exp(-self.hi))}"
         if not self.relative:
             right += " and below"
+        named = ["this turn's range (r: absolute)", "this turn's range (r)"]
+        if not self.relative:
+            named = ["absolute (r: this turn's range)", "absolute (r)"]
+        # A narrow screen takes columns from the bar before it cuts a word.
+        width = max(16, min(width, room - len(lead) - len(left) - len(right) - 3 - len(named[-1])))
         out.append(lead, style=f"bold {muted}")
         out.append(left, style=muted)
         for i in range(width):
             out.append(" ", style=Style(bgcolor=self.ramp.at(i / (width - 1)).hex))
         out.append(right, style=muted)
-        out.append("   " + ("this turn's range (r: absolute)" if self.relative else "absolute (r: this turn's range)"))
+        out.append("   " + fit(named, room - out.cell_len - 3))
         out.append("\n")
         ticks = [" "] * (width + 8)
         start = len(lead) + len(left)

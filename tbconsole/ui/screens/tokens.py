@@ -29,6 +29,7 @@ from tbconsole.formatting import format_seconds
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import CaptureFollower, TrialPlace, locate, read_trainer_logprobs
 from tbconsole.ui.data.tokenizer import shared_decoder
+from tbconsole.ui.present.fit import GLUE, fit, glue_numbers, hang_text
 from tbconsole.ui.present.logprob_scale import DiffScale, LogprobScale, TurnStats, escaped, logprob_text, prob_text
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.token_layout import TokenLayout, lay_out, word_start
@@ -53,10 +54,16 @@ class TokenText(Static):
 
 class TokenScreen(Screen[None]):
     DEFAULT_CSS = """
-    TokenScreen #khead { height: auto; max-height: 4; background: $panel; padding: 0 1; }
-    TokenScreen #klegend { height: 3; padding: 0 1; }
+    TokenScreen #khead {
+        height: auto; max-height: 4; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    TokenScreen #klegend { height: 3; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     TokenScreen #kbody { height: 1fr; padding: 0 1; scrollbar-gutter: stable; }
-    TokenScreen #kdetail { height: 3; background: $panel; padding: 0 1; }
+    TokenScreen #kdetail {
+        height: 3; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    /* Their lines are laid out here (nowrap): wrapped by Textual, a fixed box's last lines were
+       pushed out of sight. */
     """
     BINDINGS = [
         Binding("escape", "back", "Back"),
@@ -226,7 +233,8 @@ class TokenScreen(Screen[None]):
         else:
             scale = self._scale()
             styles = [scale.style(lp) + Style(meta={"token": i}) for i, lp in enumerate(logprobs)]
-            legend = scale.legend(self.stats, muted=muted)
+            room = self.query_one("#klegend", Static).content_size.width or self.app.size.width - 2
+            legend = scale.legend(self.stats, muted=muted, room=room)
         self.query_one("#klegend", Static).update(legend)
         width = self.body.scrollable_content_region.width or self.app.size.width - 4
         self.token_layout = lay_out(self.pieces, styles, width)
@@ -273,12 +281,16 @@ class TokenScreen(Screen[None]):
         head.append("\n")
         training = self.training
         colour = {True: p.success, False: p.warning, None: p.muted}[training.mask]
-        head.append("loss mask ", style=p.muted)
-        head.append({True: "1", False: "0", None: "?"}[training.mask], style=f"bold {colour}")
-        head.append(f"  {one_line(training.why, 160)}", style=colour)
+        # The numbers first, then why, wrapped under them: nothing is left alone at a line's start.
+        mask = Text("loss mask ", style=p.muted)
+        mask.append({True: "1", False: "0", None: "?"}[training.mask], style=f"bold {colour}")
         if training.advantage is not None and training.mask:
-            head.append(f"  advantage {training.advantage:+.4g}", style="bold")
-        self.query_one("#khead", Static).update(head)
+            mask.append(f"  advantage{GLUE}{training.advantage:+.4g}", style="bold")
+        mask.append(f"  {glue_numbers(one_line(training.why, 160))}", style=colour)
+        box = self.query_one("#khead", Static)
+        width = box.content_size.width or self.app.size.width - 2
+        head.append_text(hang_text(mask, width, indent=2, first=0))
+        box.update(head)
 
     @property
     def training(self) -> Training:
@@ -301,26 +313,37 @@ class TokenScreen(Screen[None]):
             out.append("no tokens in this turn" if record is not None else "", style=p.muted)
             self.query_one("#kdetail", Static).update(out)
             return
+        # Three lines of a fixed box: each is fitted to the width (what says least goes first),
+        # so that no line wraps and pushes the next one out of sight.
+        width = self.query_one("#kdetail", Static).content_size.width or self.app.size.width - 2
         i = self.cursor
         lp = self._logprobs()[i]
-        out.append(f"token {i + 1}/{len(self.pieces)}", style="bold")
-        out.append(f"  id {record.output[i]}  ")
-        out.append(escaped(self.pieces[i]), style=f"bold {p.accent}")
-        out.append(f"  logprob {logprob_text(lp)}  p {prob_text(math.exp(lp))}", style="bold")
+        line = Text(f"token {i + 1}/{len(self.pieces)}", style="bold")
+        line.append(f"  id {record.output[i]}  ")
+        line.append(escaped(self.pieces[i]), style=f"bold {p.accent}")
+        line.append(f"  logprob {logprob_text(lp)}  p {prob_text(math.exp(lp))}", style="bold")
         rank = self.ranks.get(i)
         if rank is not None:
-            out.append(f"  rank {rank}/{len(self.pieces)} (1: least likely)", style=p.muted)
+            ranked = fit(
+                [f"  rank {rank}/{len(self.pieces)} (1: least likely)", f"  rank {rank}"], width - line.cell_len
+            )
+            line.append(ranked, style=p.muted)
+        out.append_text(line)
         out.append("\n")
         training = self.training
-        out.append("loss mask ", style=p.muted)
-        out.append({True: "1 trained on", False: "0 not trained on", None: "? not known yet"}[training.mask])
-        if training.mask is not True:
-            out.append(f" ({one_line(training.why, 120)})", style=p.muted)
+        line = Text("loss mask ", style=p.muted)
+        line.append({True: "1 trained on", False: "0 not trained on", None: "? not known yet"}[training.mask])
         if training.advantage is not None:
-            out.append("  advantage ", style=p.muted)
-            out.append(f"{training.advantage:+.4g}", style="bold")
+            line.append("  advantage ", style=p.muted)
+            line.append(f"{training.advantage:+.4g}", style="bold")
             if not training.trained:
-                out.append(" (step not trained yet)", style=p.muted)
+                line.append(
+                    fit([" (step not trained yet)", " (not trained yet)"], width - line.cell_len), style=p.muted
+                )
+        if training.mask is not True:  # why, when it fits (the header above says it in full)
+            why = f"  ({one_line(training.why, 120)})"
+            line.append(why if line.cell_len + len(why) <= width else "", style=p.muted)
+        out.append_text(line)
         out.append("\n")
         trainer = self.trainer_logprobs
         if trainer is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -31,12 +32,43 @@ SHORT = {  # an action's label below WIDE columns
     "clear_filter": "Clear",
     "cancel_trial": "Cancel",
     "harbor_view": "Harbor",
+    "rank(1)": "Least likely",
 }
 SELDOM = {"filter", "abort", "log"}  # left out below NARROW columns
 
 
+# A screen with many keys (the token view's, beside the run's) can want more room than the
+# width's labels give: then the short labels, and then keys leave, least needed first: the seldom
+# ones, then the screen's own from the right; never the run's controls, back, help or quit (all
+# are in `?` and the palette).
+KEPT = {"quit_console", "leave", "help", "back", "pause", "resume", "stop", "decide"}
+
+
 def footer_width_class(width: int) -> str:
     return "wide" if width >= WIDE else "short" if width >= NARROW else "narrow"
+
+
+def key_width(key: FooterKey) -> int:
+    """The cells a (not compact) footer key takes: its key and its label, padded."""
+    return cell_len(key.key_display) + 2 + (cell_len(key.description) + 1 if key.description else 0)
+
+
+def keys_to_drop(keys: list[FooterKey], room: int, *, narrow: bool) -> list[FooterKey]:
+    """The keys left out of a footer ``room`` cells wide: below NARROW the seldom ones; then, while
+    the rest does not fit, the short labels, then keys as ``KEPT`` says."""
+    dropped = [k for k in keys if narrow and k.action in SELDOM]
+    shown = [k for k in keys if k not in dropped]
+    if sum(map(key_width, shown)) <= room:
+        return dropped
+    for k in shown:
+        k.description = SHORT.get(k.action, k.description)
+    order = [k for k in shown if k.action in SELDOM] + [k for k in reversed(shown) if k.action not in KEPT | SELDOM]
+    for k in order:
+        if sum(map(key_width, shown)) <= room:
+            break
+        shown.remove(k)
+        dropped.append(k)
+    return dropped
 
 
 class KeyFooter(Footer):
@@ -61,18 +93,19 @@ class KeyFooter(Footer):
         self._width_class = footer_width_class(self.app.size.width)
         # ^p is in `?` too; below NARROW columns its room goes to the run's keys (q above all).
         self.set_reactive(Footer.show_command_palette, self._width_class != "narrow")
-        shown = 0
-        for widget in super().compose():
-            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):  # the bound ones
-                if self._width_class == "narrow" and widget.action in SELDOM:
-                    continue
-                if self._width_class != "wide":
-                    widget.description = SHORT.get(widget.action, widget.description)
-                widget.set_reactive(FooterKey.compact, self.compact)
-                shown += 1
-            yield widget
+        widgets = list(super().compose())
+        keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
+        palette = sum(key_width(w) + 2 for w in widgets if isinstance(w, FooterKey) and w.has_class("-command-palette"))
+        for widget in keys:
+            if self._width_class != "wide":
+                widget.description = SHORT.get(widget.action, widget.description)
+            widget.set_reactive(FooterKey.compact, self.compact)
+        dropped = set(keys_to_drop(keys, self.app.size.width - palette, narrow=self._width_class == "narrow"))
+        for widget in widgets:
+            if widget not in dropped:
+                yield widget
         if self._bindings_ready:
-            self.styles.grid_size_columns = shown
+            self.styles.grid_size_columns = len(keys) - len(dropped)
 
     def on_resize(self) -> None:
         if self._width_class and footer_width_class(self.app.size.width) != self._width_class and not self._rebuilding:

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from tbconsole.enums import PanelName, RunnerState
 from tbconsole.lease import LeaseView
 from tbconsole.state import RunState
+from tbconsole.ui.present.fit import hang
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import (
     ADVISORY_CLEARED_SHOWN_S,
@@ -35,8 +36,16 @@ from tbconsole.ui.widgets.host import WidgetHost
 
 
 class RunHeader(Static):
+    """One line; two (or three) only while what it has to say (how the run ended, a dead runner, a
+    decision to take) does not fit beside the run's place and state. Lines are laid out here
+    (``nowrap``): Textual would wrap them at any space, out of a one-line header's sight."""
+
     DEFAULT_CSS = """
-    RunHeader { height: 1; background: $panel; color: $foreground; padding: 0 1; }
+    RunHeader {
+        height: 1; background: $panel; color: $foreground; padding: 0 1;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    RunHeader.-tall { height: auto; max-height: 3; }
     """
 
     app = getters.app(WidgetHost)
@@ -62,13 +71,13 @@ class RunHeader(Static):
         status.append("  ")
         shown = shown_status(state, runner)
         status.append(f" {status_label(state, runner).upper()} ", style=f"bold reverse {p.state(shown)}")
-        if runner is not None and runner.state is RunnerState.GONE and not state.finished:
-            status.append(f"  {runner.describe()}", style=f"bold {p.error}")
-        elif state.pending_decision is not None and not runner_over(runner):
-            status.append("  decision needed: press d", style=f"bold {p.error}")
-        # The model and run id take what is left: the state and the step must stay in view
-        # (the gateway panel names the model too).
-        room = width - t.cell_len - status.cell_len - 2
+        said, style = self.news(state, runner, p)
+        # The model and run id take what is left: the state, the step and the news must stay in
+        # view (the gateway panel names the model too). News that does not fit beside the state
+        # goes under it, whole.
+        beside = len(said) + 2 if said else 0
+        under = bool(said) and t.cell_len + status.cell_len + beside > width
+        room = width - t.cell_len - status.cell_len - 2 - (0 if under else beside)
         if room >= 12:
             model = Text(one_line(state.model_name or "–", 60), style="bold")
             if state.first_run_id:  # one identity across resumes
@@ -78,9 +87,28 @@ class RunHeader(Static):
             t.append_text(model)
             t.append("  ")
         t.append_text(status)
+        if said and not under:
+            t.append(f"  {said}", style=style)
+        elif said:
+            lines = hang(said, width, indent=2)
+            if len(lines) > 2:  # the whole of it is in the log (l)
+                lines = [lines[0], lines[1][: max(0, width - 1)].rstrip() + "…"]
+            for line in lines:
+                t.append("\n" + line, style=style)
+        self.set_class(under, "-tall")
+        self.update(t, layout=False)  # its height changes with the class, not with the text
+
+    @staticmethod
+    def news(state: RunState, runner: LeaseView | None, p: Palette) -> tuple[str, str]:
+        """What the header says after the state badge (and its style): a runner gone, a decision
+        to take, or how the run ended; "" for nothing."""
+        if runner is not None and runner.state is RunnerState.GONE and not state.finished:
+            return one_line(runner.describe(), 200), f"bold {p.error}"
+        if state.pending_decision is not None and not runner_over(runner):
+            return "decision needed: press d", f"bold {p.error}"
         if state.end_message and state.finished and state.pending_decision is None:
-            t.append(f"  {one_line(state.end_message, 80)}", style=p.muted)
-        self.update(t, layout=False)  # one line whatever it says
+            return one_line(state.end_message, 200), p.muted
+        return "", ""
 
 
 class RunnerNotice(Static):
