@@ -1,7 +1,9 @@
 """The transcript built from capture files: what each turn saw and said, read as the file grows,
 decoded from tokens for lines without text, completed by Harbor's files, drawn lazily."""
 
+import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from make_fixtures import record_finished
@@ -184,3 +186,74 @@ async def test_a_replay_moved_back_shows_the_turns_reported_so_far(recorded):
         assert len(screen.records) == len(requests) >= 3
         assert [k for k in screen.blocks if k.startswith("turn")] == ["turn0", "turn1"]
         assert screen.blocks[-1] != "verifier"  # the trial has not ended at this point of the replay
+
+
+# -- how the agent exited ---------------------------------------------------------------------------
+
+
+def mini_swe_agent_record(folder, exit_status, *, info_status=None, messages=3, filler=0):
+    """``agent/mini-swe-agent.trajectory.json`` as mini-swe-agent 2 writes it: its info (config,
+    exit status) first, then the messages, the last one its exit."""
+    agent = folder / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "info": {"config": {"agent": {"step_limit": 3}}, "exit_status": info_status or exit_status, "submission": ""},
+        "messages": [{"role": "user", "content": "x" * filler} for _ in range(messages)]
+        + [{"role": "exit", "content": exit_status, "extra": {"exit_status": exit_status, "submission": ""}}],
+        "trajectory_format": "mini-swe-agent-1.1",
+    }
+    path = agent / "mini-swe-agent.trajectory.json"
+    path.write_text(json.dumps(body, indent=2))
+    (agent / "mini-swe-agent.txt").write_text(f"…\nExit:\n{exit_status}\nSaved trajectory\n")
+    return path
+
+
+def test_the_agents_exit_is_read_from_its_own_record(tmp_path):
+    from tbconsole.ui.data.trialfiles import agent_exit, load_trial_files
+
+    small = tmp_path / "small"
+    mini_swe_agent_record(small, "LimitsExceeded")
+    assert agent_exit(small) == load_trial_files(small).agent_exit == "LimitsExceeded"
+    # A long run's record: read at its ends only; the last word (its exit message) counts.
+    long = tmp_path / "long"
+    path = mini_swe_agent_record(long, "LimitsExceeded", info_status="Submitted", messages=50, filler=10_000)
+    assert path.stat().st_size > 400_000 and agent_exit(long) == "LimitsExceeded"
+    # One being written (no end yet): its info says.
+    path.write_bytes(path.read_bytes()[:300_000])
+    assert agent_exit(long) == "Submitted"
+    assert agent_exit(tmp_path / "none") is None  # an agent without such a record (Claude Code, Codex)
+    assert load_trial_files(tmp_path / "none").agent_exit is None
+
+
+def head_text(app) -> str:
+    head = app.screen.query("#thead")
+    return head.first().content.plain if head and head.first().content else ""
+
+
+async def test_the_header_says_how_the_agent_exited_beside_the_outcome(recorded, tmp_path):
+    """A trial cut at its step limit: Harbor saw the agent exit 0 (Submitted, scored 0); the agent's
+    own record says LimitsExceeded, and so does the header."""
+    _, events = recorded
+    ended = next(e for e in events if isinstance(e, TrialEnded) and e.outcome == "Submitted" and e.reward == 0)
+    mini_swe_agent_record(tmp_path / "trial", "LimitsExceeded")
+    events = [replace(e, trial_dir=str(tmp_path / "trial")) if e is ended else e for e in events]
+    app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await wait_for(pilot, lambda: app.screen.grid.row_count == 4)
+        app.open_transcript(ended.trial)
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen) and "reward" in head_text(app))
+        head = head_text(app).splitlines()
+        assert head[1].startswith("reward 0  agent exit LimitsExceeded (scored as Submitted)"), head
+        other = next(e for e in events if isinstance(e, TrialEnded) and e.trial != ended.trial and e.scored)
+        await pilot.press("escape")
+        app.open_transcript(other.trial)  # no agent record: the outcome alone, as before
+        await wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, TranscriptScreen)
+                and app.screen.trial == other.trial
+                and "reward" in head_text(app)
+            ),
+        )
+        head = head_text(app).splitlines()
+        assert head[1].startswith(f"reward {other.reward:g}  {other.outcome}") and "agent exit" not in head[1]

@@ -6,7 +6,7 @@ the console).
   tool_calls, observation.results, metrics);
 - ``<trial_dir>/verifier/test-stdout.txt`` / ``test-stderr.txt``; ``result.json`` (rewards,
   exception_info, task path → ``instruction.md``); ``exception.txt``; the agent's own logs
-  (``agent/*.txt``, their tail);
+  (``agent/*.txt``, their tail) and record (``agent/*.trajectory.json``: how it exited);
 - the proxy's capture file of the trial attempt (``RunFolder.capture_file``; read with
   ``tbconsole.capturefile``); its lines that carry tokens but no text are decoded with the
   model's tokenizer (``tbconsole.ui.data.tokenizer``).
@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -152,11 +153,39 @@ def agent_log_paths(trial_dir: Path) -> list[Path]:
     return sorted((trial_dir / "agent").glob("*.txt"))
 
 
+def agent_record_paths(trial_dir: Path) -> list[Path]:
+    """The agent's own record of its run beside the ATIF one (mini-swe-agent's
+    ``mini-swe-agent.trajectory.json``, not ``trajectory.json``): it says how the agent exited."""
+    return sorted((trial_dir / "agent").glob("*.trajectory.json"))
+
+
+_EXIT_STATUS = re.compile(rb'"exit_status"\s*:\s*"([^"\\]{1,80})"')
+
+
+def agent_exit(trial_dir: Path) -> str | None:
+    """How the agent says it exited: the last ``exit_status`` of its own record (mini-swe-agent
+    writes it in its ``info`` at the top and on its last message at the end), read from the file's
+    ends only (a long run's record is megabytes). None when no agent record says."""
+    for path in reversed(agent_record_paths(trial_dir)):
+        try:
+            with _open_file(path) as handle:
+                size = os.fstat(handle.fileno()).st_size
+                head = handle.read(64 << 10)
+                handle.seek(max(len(head), size - (8 << 10)))
+                tail = handle.read(8 << 10)
+        except OSError:
+            continue
+        found = _EXIT_STATUS.findall(tail) or _EXIT_STATUS.findall(head)
+        if found:
+            return found[-1].decode("utf-8", errors="replace")
+    return None
+
+
 def files_signature(trial_dir: str | Path | None) -> tuple:
     if not trial_dir:
         return ()
     trial_dir = Path(trial_dir)
-    return _signature([*trial_paths(trial_dir).values(), *agent_log_paths(trial_dir)])
+    return _signature([*trial_paths(trial_dir).values(), *agent_log_paths(trial_dir), *agent_record_paths(trial_dir)])
 
 
 def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
@@ -165,7 +194,8 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
     trial_dir = Path(trial_dir)
     paths = trial_paths(trial_dir)
     logs = agent_log_paths(trial_dir)
-    out = TrialFiles(trial_dir=trial_dir, signature=_signature([*paths.values(), *logs]))
+    records = agent_record_paths(trial_dir)
+    out = TrialFiles(trial_dir=trial_dir, signature=_signature([*paths.values(), *logs, *records]))
     raw = _read(paths["trajectory"])
     if raw is not None:
         try:
@@ -203,6 +233,7 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
         tail = _read_tail(log, AGENT_LOG_TAIL)
         if tail:
             out.agent_logs.append((f"agent/{log.name}", tail))
+    out.agent_exit = agent_exit(trial_dir)
     if task_path:
         out.instruction = _read(Path(task_path) / "instruction.md", 64 << 10)
     if out.instruction is None:

@@ -1,5 +1,5 @@
 """What a trial left behind, as the transcript shows it: its instruction, the agent's ATIF steps,
-the verifier's output, rewards or exception, the tail of the agent's logs. The data layer reads
+the verifier's output, rewards or exception, the tail of the agent's logs, how the agent exited. The data layer reads
 them from the trial's folder (``tbconsole.ui.data.trialfiles``); presentation (``transcript_doc``)
 only reads these values.
 """
@@ -33,5 +33,6 @@ class TrialFiles:
     rewards: dict[str, Any] | None = None
     exception: str | None = None
     agent_logs: list[tuple[str, str]] = field(default_factory=list)  # (name, its tail)
+    agent_exit: str | None = None  # how the agent says it exited (mini-swe-agent: "LimitsExceeded")
     problems: list[str] = field(default_factory=list)
     signature: tuple = ()  # (path, size, mtime) of what was read: reload when it changes

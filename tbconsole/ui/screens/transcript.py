@@ -176,7 +176,10 @@ class TranscriptScreen(Screen[None]):
     def on_second(self) -> None:
         """Called once a second by the app: turns captured since, trial files as they appear."""
         grew = self._read_captures()
-        if self._reload_files() or grew:
+        reloaded = self._reload_files()
+        if reloaded:  # the header says how the agent exited, from its files
+            self._header.update(self._head(self._trial(), self.app.now(), palette_of(self.app)))
+        if reloaded or grew:
             self.rebuild()
         self._status(palette_of(self.app))
 
@@ -207,11 +210,22 @@ class TranscriptScreen(Screen[None]):
             head.append(f"  step {t.step} · group {t.group} · trial {t.index + 1}", style=p.muted)
         head.append("\n")
         if t.done:
+            # The agent's own word on how it exited, when it differs from the outcome the runner
+            # gave: a trial cut at its step limit is "Submitted" to Harbor (the agent exited 0).
+            exited = self.files.agent_exit if self.files is not None else None
+            if exited is not None and exited == t.outcome:
+                exited = None
             if t.scored and t.reward is not None:
                 head.append(f"reward {t.reward:g}", style=f"bold {p.success if t.reward >= 1 else p.warning}")
-                head.append(f"  {t.outcome}", style=p.muted)
+                if exited is not None:
+                    head.append(f"  agent exit {one_line(exited, 40)}", style=f"bold {p.warning}")
+                    head.append(f" (scored as {t.outcome})", style=p.muted)
+                else:
+                    head.append(f"  {t.outcome}", style=p.muted)
             else:
                 head.append(f"{one_line(t.outcome, 40)}", style=f"bold {p.error}")
+                if exited is not None:
+                    head.append(f"  agent exit {one_line(exited, 40)}", style=p.warning)
                 if t.exception_type:
                     head.append(
                         f"  {one_line(t.exception_type, 60)}: {one_line(t.exception_message, 200)}", style=p.error
