@@ -227,9 +227,7 @@ def run_train(
         return 0
     defaults = extra_defaults or {}
     try:
-        preflight.check_command_line(keys, defaults)
-        if precheck is not None:
-            precheck(keys, defaults)
+        preflight.check_command_line(keys, defaults, precheck)
         preflight.check_gateway(keys, defaults)
     except preflight.GatewayDown as exc:
         return refuse(prog, exc, 1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +77,24 @@ def value_of(keys: list[str], defaults: Mapping[str, Any], name: str) -> str | N
     return value if isinstance(value, str) else None
 
 
-def check_command_line(keys: list[str], defaults: Mapping[str, Any] | None = None) -> None:
+def check_command_line(
+    keys: list[str],
+    defaults: Mapping[str, Any] | None = None,
+    own_check: Callable[[list[str], Mapping[str, Any]], None] | None = None,
+) -> None:
     """Every usage error that needs neither the cookbook nor Harbor, in the order a user fixes
     them (OptionsError or PreflightError). ``defaults``: the values the command fills in itself
-    (the demo's; ``<log_path>/…`` ones are files it generates, checked when written)."""
+    (the demo's; ``<log_path>/…`` ones are files it generates, checked when written);
+    ``own_check(keys, defaults)``: the command's own checks of the options' values, right after
+    the keys'."""
     from tbconsole.runner.optionkeys import OptionsError, check_keys
     from tbconsole.runner.trials import TrialConfigError, environment_of, read_trial_json
     from tbconsole.taskset import TaskSetError, discover
 
     defaults = defaults or {}
     check_keys(keys, defaults)
+    if own_check is not None:
+        own_check(keys, defaults)
     default_base_url = value_of([], defaults, "config.base_url")
     check_base_url(keys, default_base_url)
     check_api_key(last_value(keys, "config.base_url") or default_base_url)
