@@ -2,16 +2,19 @@
 a real demo run folder (the session's `demo_run`) and a recorded one (fixtures/group-run) for the
 snapshots, in both themes."""
 
+import dataclasses
+
 import orjson
 import pytest
 from test_group_view import GROUP_RUN, run_events, settle
 from textual.widgets import Input
 
 from tbconsole.capturefile import CaptureRecord, MessageText, ReplyText, ToolCallText
-from tbconsole.events import read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.events import GroupStarted, read_events
+from tbconsole.runfolder import RunFolder, trial_id
+from tbconsole.synthetic.run import record_run
 from tbconsole.ui.app import ConsoleApp
-from tbconsole.ui.data.captures import search_run
+from tbconsole.ui.data.captures import captured_refs, captured_steps, search_run
 from tbconsole.ui.data.source import Replay
 from tbconsole.ui.present.transcript_search import (
     SearchResult,
@@ -132,10 +135,11 @@ async def test_find_across_a_real_runs_trials_and_open_one(demo_run):
             assert m.snippet[m.start : m.end].lower() == word.lower()
             lines = folder.capture_file(m.trial.step, m.trial.group, m.trial.trial).read_bytes().splitlines()
             assert any(orjson.loads(x)["turn"] == m.turn and word.lower() in x.decode().lower() for x in lines)
-        # Every step kept: at least as many trials searched.
+        # Every step kept: the memory's trials, and the older steps' from their capture files.
         await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: screen.result is not result and not screen.searching)
-        assert screen.result.trials == len(app.state.trials) >= result.trials
+        older = set(captured_steps(demo_run)) - {t.step for t in app.state.trials.values()}
+        assert screen.result.trials == len(app.state.trials) + len(captured_refs(demo_run, older)) >= result.trials
         # Enter on a result opens that trial's transcript.
         await pilot.press("down", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen))
@@ -165,6 +169,65 @@ def test_a_search_over_a_real_run_is_bounded(demo_run):
     bounded = search_run(demo_run, refs, ".", regex=True, limit=3)
     assert len(bounded.matches) == 3 and bounded.truncated
     assert bounded.matches == everything.matches[:3]
+
+
+def runners_ids(folder, events):
+    """A recorded synthetic run with the runner's trial ids (``task.s0g0t1``: the id says where its
+    captures are, as in a real run), its capture files renamed to match."""
+    names = {}
+    for e in events:
+        if isinstance(e, GroupStarted):
+            for k, old in enumerate(e.trials):
+                names[old] = trial_id(e.task, e.step, e.group, k)
+                old_file = RunFolder(folder).capture_file(e.step, e.group, old)
+                old_file.rename(old_file.with_name(f"{names[old]}.jsonl"))
+
+    def renamed(e):
+        changes = {}
+        if isinstance(getattr(e, "trial", None), str):
+            changes["trial"] = names.get(e.trial, e.trial)
+        if isinstance(getattr(e, "trials", None), list):
+            changes["trials"] = [names.get(t, t) for t in e.trials]
+        return dataclasses.replace(e, **changes) if changes else e
+
+    return [renamed(e) for e in events]
+
+
+async def test_all_kept_steps_are_every_step_the_run_folder_keeps(tmp_path):
+    """Five steps recorded: the memory holds the last three (KEEP_STEPS), the run folder all five.
+    ctrl+t searches them all, says which, and a match in step 0 opens with its turns."""
+    folder = tmp_path / "run"
+    events = runners_ids(folder, record_run(folder, steps=5, groups=1, group_size=2, hostile=False, turns=(2, 3)))
+    app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await settle(pilot)
+        assert sorted({t.step for t in app.state.trials.values()}) == [2, 3, 4]  # what memory keeps
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        screen = app.screen
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "all kept steps (0–4)" in screen.query_one("#fhead").content.plain)
+        await pilot.press(".", "enter")  # a regex? no: text "." matches every sentence's end
+        await wait_for(pilot, lambda: screen.result is not None and not screen.searching)
+        assert screen.result.trials == 10  # 5 steps × 2 trials, from the capture files
+        assert sorted({m.trial.step for m in screen.result.matches}) == [0, 1, 2, 3, 4]
+        first = screen.result.matches[0]
+        assert first.trial.step == 0 and first.trial.trial in {e.trial for e in events if hasattr(e, "trial")}
+        await pilot.press("enter")  # the list has the focus after a search
+        await wait_for(pilot, lambda: isinstance(app.screen, TranscriptScreen))
+        await wait_for(pilot, lambda: "turn0" in app.screen.blocks)  # read from its capture file
+        assert app.screen.trial == first.trial.trial
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("escape")
+        # A replay moved back to step 1 searches up to it, not ahead.
+        app.replay_seek(next(m for m in app.replay.marks if app.replay.seek(m).step == 1))
+        await settle(pilot)
+        assert app.state.step == 1
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen) and app.screen is not screen)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "all kept steps (0–1)" in app.screen.query_one("#fhead").content.plain)
 
 
 # -- snapshots ------------------------------------------------------------------------------------

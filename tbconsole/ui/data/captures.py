@@ -6,18 +6,21 @@ read for the screens: the screens call these and never open a capture file thems
 - one trial's file followed as it grows (``CaptureFollower``), one group's (``GroupCaptures``);
 - the trainer's per-token log-probs (``read_trainer_logprobs``); output tokens per turn
   (``read_capture_outputs``);
-- the search across a run's transcripts (``search_run``).
+- the search across a run's transcripts (``search_run``), and the steps and trials the run folder
+  keeps beyond the memory's (``captured_steps``, ``captured_refs``).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.capturefile import CaptureRecord, CaptureTail, read_records
 from tbconsole.jsonl import new_lines
-from tbconsole.runfolder import RunFolder, trial_place
+from tbconsole.runfolder import CAPTURE_DIR, RunFolder, trial_place
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.group_compare import Action, Decode, actions_of
 from tbconsole.ui.present.transcript_search import (
@@ -168,6 +171,56 @@ class GroupCaptures:
 
 
 # -- search ----------------------------------------------------------------------------------
+
+_STEP_DIR = re.compile(r"step_(\d+)$")
+_GROUP_DIR = re.compile(r"group_(\d+)(?:-r(\d+))?$")
+_TRIAL_FILE = re.compile(r"^(?P<task>.+)\.s(?P<step>\d+)g(?P<group>\d+)t(?P<index>\d+)(?:-r\d+)?$")
+
+
+def captured_steps(log_path: str | Path | None) -> list[int]:
+    """The steps whose capture folders are in the run folder (the memory keeps the newest steps'
+    trials only; the run folder keeps every step's captures): one listing of ``capture/``."""
+    if not log_path:
+        return []
+    try:
+        names = [entry.name for entry in os.scandir(RunFolder(log_path).root / CAPTURE_DIR) if entry.is_dir()]
+    except OSError:
+        return []
+    return sorted(int(m.group(1)) for name in names if (m := _STEP_DIR.match(name)))
+
+
+def captured_refs(log_path: str | Path | None, steps: Iterable[int]) -> list[TrialRef]:
+    """The trials of ``steps`` as their capture files name them, for steps the state no longer
+    holds: each group's newest attempt (as the state would have kept it), in step, group, position
+    order. The step and group are the folders'; the position and task the id's, when it is of
+    ``runfolder.trial_id``'s shape."""
+    if not log_path:
+        return []
+    folder = RunFolder(log_path)
+    refs: list[TrialRef] = []
+    for step in sorted(set(steps)):
+        try:
+            groups = [entry.name for entry in os.scandir(folder.capture_step(step)) if entry.is_dir()]
+        except OSError:
+            continue
+        newest: dict[int, int] = {}
+        for name in groups:
+            m = _GROUP_DIR.match(name)
+            if m:
+                group, attempt = int(m.group(1)), int(m.group(2) or 0)
+                newest[group] = max(attempt, newest.get(group, attempt))
+        for group, attempt in sorted(newest.items()):
+            try:
+                files = sorted(p.stem for p in folder.capture_group(step, group, attempt).glob("*.jsonl"))
+            except OSError:
+                continue
+            for position, stem in enumerate(files):
+                m = _TRIAL_FILE.match(stem)  # a runner's id names its task and place; others do not
+                if m and (int(m["step"]), int(m["group"])) == (step, group):
+                    refs.append(TrialRef(stem, step, group, int(m["index"]), m["task"]))
+                else:
+                    refs.append(TrialRef(stem, step, group, position, stem))
+    return sorted(refs, key=lambda r: (r.step, r.group, r.index, r.trial))
 
 
 def search_run(

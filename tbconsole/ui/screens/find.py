@@ -1,6 +1,7 @@
 """`f`: find a string or a regular expression across the run's transcripts (the current step's
-trials, or those of every step kept in memory), list the matching trials and turns, and open
-one. The search reads capture files off the UI thread (``tbconsole.ui.data.captures.search_run``)."""
+trials, or those of every step the run kept: in memory, or in the run folder's captures), list the
+matching trials and turns, and open one. The search reads capture files off the UI thread
+(``tbconsole.ui.data.captures.search_run``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from textual.screen import Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tbconsole.ui.data.captures import search_run
+from tbconsole.ui.data.captures import captured_refs, captured_steps, search_run
 from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.present.transcript_search import Match, SearchResult, trials_to_search
+from tbconsole.ui.present.wording import number_ranges
 from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter
@@ -86,8 +88,8 @@ class FindScreen(Screen[None]):
         head.append("find", style=f"bold {p.primary}")
         head.append("  in ", style=p.muted)
         if self.all_steps:
-            steps = sorted({t.step for t in state.trials.values()})
-            head.append(f"all kept steps ({', '.join(map(str, steps)) or '–'})", style="bold")
+            steps = self.kept_steps()
+            head.append(f"all kept steps ({number_ranges(steps) or '–'})", style="bold")
         else:
             head.append(f"step {state.step if state.step is not None else '–'}", style="bold")
         head.append("  ·  ", style=p.muted)
@@ -115,15 +117,27 @@ class FindScreen(Screen[None]):
         self.query_text = event.value
         self.search()
 
+    def kept_steps(self) -> list[int]:
+        """Every step whose trials can be searched: those in memory (the newest few) and those
+        whose captures the run folder keeps, up to the step on view (a replay moved back does
+        not search ahead)."""
+        state = self.app.state
+        in_memory = {t.step for t in state.trials.values()}
+        last = state.step if state.step is not None else max(in_memory, default=-1)
+        return sorted(in_memory | {s for s in captured_steps(state.log_path) if s <= last})
+
     def search(self) -> None:
         state = self.app.state
         refs = trials_to_search(state, self.all_steps)
         query, regex, log_path = self.query_text, self.regex, state.log_path
+        older = sorted(set(self.kept_steps()) - {t.step for t in state.trials.values()}) if self.all_steps else []
         self.searching = True
         self._summary()
 
         def work() -> None:
-            result = search_run(log_path, refs, query, regex=regex)
+            # The steps the memory no longer holds, from their capture files (off the UI thread).
+            every = sorted([*captured_refs(log_path, older), *refs], key=lambda r: (r.step, r.group, r.index, r.trial))
+            result = search_run(log_path, every, query, regex=regex)
             self.app.call_from_thread(self._found, result)
 
         self.run_worker(work, thread=True, exclusive=True, group="find")

@@ -29,7 +29,7 @@ from textual.widgets import Static
 from tbconsole.capturefile import CaptureRecord
 from tbconsole.harborview import harbor_view
 from tbconsole.state import RunState, TrialState
-from tbconsole.ui.data.captures import CaptureFollower, trial_capture_file
+from tbconsole.ui.data.captures import CaptureFollower, locate, trial_capture_file
 from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.data.trialfiles import files_signature, load_trial_files
 from tbconsole.ui.present.sanitize import one_line, plain
@@ -104,8 +104,8 @@ class TranscriptScreen(Screen[None]):
         """The trial's capture file: under the run's log_path, or, for a run folder read from
         another place (moved, copied), under the folder this console reads."""
         t = self._trial()
-        if t is None:
-            return self.tail.path
+        if t is None:  # a step the memory no longer holds (found by `f`): its id says where
+            return self.tail.path or locate(self.app.state, self.trial).capture
         folders = [self.app.state.log_path]
         for where in (getattr(self.app, "replay_path", None), getattr(self.app.source, "path", None)):
             if where is not None:
