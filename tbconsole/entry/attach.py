@@ -100,7 +100,7 @@ def run_attach(args: argparse.Namespace) -> int:
     ended = run_has_ended(run_dir) and read_lease(run_dir).state is not RunnerState.LIVE
     if not (args.replay or ended or log_path.is_file()):
         return attach_console(run_dir, args.theme)
-    app = ConsoleApp(replay_path=events_file, theme=args.theme)
+    app = ConsoleApp(replay_path=events_file, theme=args.theme, remember_theme=True)
     return _run_and_summarize(app, run_dir)
 
 
@@ -201,6 +201,7 @@ def attach_app(log_path: Path, theme: str | None) -> ConsoleApp:
         lease=LeaseWatch(log_path),
         theme=theme,
         mode="attach",
+        remember_theme=True,
     )
 
 
@@ -310,7 +311,9 @@ def run_console(
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import BusSource, LocalControls
 
-    app = ConsoleApp(source=BusSource(bus), controls=LocalControls(control), theme=theme, mode="live", work=work)
+    app = ConsoleApp(
+        source=BusSource(bus), controls=LocalControls(control), theme=theme, mode="live", work=work, remember_theme=True
+    )
     app.run()
     return ConsoleResult(value=app.work_result, error=app.work_error, exit_code=app.return_code or 0)
 

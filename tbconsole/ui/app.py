@@ -38,6 +38,7 @@ from tbconsole.enums import AdvisorySeverity, ControlCommand, ControlState, Pane
 from tbconsole.lease import LeaseView
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
+from tbconsole.ui.data.settings import remember_theme, remembered_theme, settings_file
 from tbconsole.ui.data.source import (
     Controls,
     EventSource,
@@ -107,6 +108,7 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
         on_first_frame: Callable[[], None] | None = None,
         lease: LeaseWatch | None = None,
         label: str | None = None,
+        remember_theme: bool = False,
     ) -> None:
         super().__init__()
         self._label = label  # what the header calls the mode, when not the mode's own name
@@ -146,10 +148,19 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
         for t in self.themes.values():
             self.register_theme(t)
         self._theme_problems = problems
+        # ``remember_theme`` (a user's console: attach, train, demo): without a theme asked for,
+        # the one chosen last time; the one asked for, or chosen here (t, the palette), is kept
+        # for next time (``ui.data.settings``). Tests and screenshots leave the user's file alone.
+        self._remember_theme = remember_theme
+        asked = theme
+        if theme is None and remember_theme:
+            theme = remembered_theme()
         wanted = THEME_ALIASES.get(theme or "", theme) or DEFAULT_DARK
         self._initial_theme = wanted if wanted in self.available_themes else DEFAULT_DARK
-        if theme and wanted not in self.available_themes:
-            self._theme_problems.append(f"unknown theme {theme!r}; using {DEFAULT_DARK}")
+        if asked and wanted not in self.available_themes:
+            self._theme_problems.append(f"unknown theme {asked!r}; using {DEFAULT_DARK}")
+        self._theme_to_keep = self._initial_theme if asked and wanted in self.available_themes else None
+        self._theme_seen = self._initial_theme
         self.theme = self._initial_theme
 
     # -- time ----------------------------------------------------------------------------
@@ -192,6 +203,10 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
 
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, lambda _theme: self.redraw(*PANELS))
+        if self._remember_theme:
+            self.theme_changed_signal.subscribe(self, lambda theme: self._theme_chosen(theme.name))
+            if self._theme_to_keep is not None:  # --theme: the next console starts with it too
+                self._keep_theme(self._theme_to_keep)
         self.push_screen(MainScreen())
         for problem in self._theme_problems:
             self.notify(problem, severity="warning")
@@ -508,6 +523,15 @@ class ConsoleApp(ConsoleHost):  # an App[int]: what the screens and widgets ask 
             if not self.is_screen_installed(name):
                 self.install_screen(screen_type(), name)
             self.push_screen(name)
+
+    def _theme_chosen(self, name: str) -> None:
+        if name != self._theme_seen:  # (the signal also tells of the theme the console started with)
+            self._theme_seen = name
+            self._keep_theme(name)
+
+    def _keep_theme(self, name: str) -> None:
+        if not remember_theme(name):
+            self.notify(f"could not keep the theme for next time in {settings_file()}", severity="warning", timeout=4)
 
     def action_next_theme(self) -> None:
         names = sorted(self.themes)

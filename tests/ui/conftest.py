@@ -9,6 +9,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 T_FIXED = 1_767_225_600.0 + 400  # the fake clock of app tests (the synthetic run starts at T0)
 
 
+@pytest.fixture(autouse=True)
+def own_config_home(tmp_path_factory, monkeypatch):
+    """The user's tbconsole settings (the theme kept between consoles) in a folder of the test's
+    own: a console test never reads or writes the real ~/.config/tbconsole."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+
+
 @pytest.fixture
 def finished_events():
     return list(read_events(FIXTURES / "finished" / "events.jsonl"))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import tbconsole
+from tbconsole.ui.data.settings import remember_theme, remembered_theme, settings_file
 from tbconsole.ui.themes import (
     DEFAULT_DARK,
     DEFAULT_LIGHT,
@@ -83,3 +84,56 @@ def test_user_themes_come_after_the_shipped_ones(monkeypatch, tmp_path):
     (tmp_path / "override.toml").write_text(f'name = "{DEFAULT_DARK}"\nprimary = "#123456"\n')
     themes, problems = load_themes([SHIPPED_THEMES, tmp_path])
     assert problems == [] and themes[DEFAULT_DARK].primary == "#123456"
+
+
+# -- the theme kept from one console to the next --------------------------------------------------
+
+
+def test_the_settings_live_in_the_users_config_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert settings_file() == tmp_path / "xdg" / "tbconsole" / "console.json"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/path")  # not absolute: ignored, as the spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert settings_file() == tmp_path / "home" / ".config" / "tbconsole" / "console.json"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert remembered_theme() is None  # no file yet
+    assert remember_theme("tbconsole-light") and remembered_theme() == "tbconsole-light"
+    assert [p.name for p in settings_file().parent.iterdir()] == ["console.json"]  # written whole, nothing left
+    settings_file().write_text("{not json")  # broken by hand: the defaults, no error
+    assert remembered_theme() is None and remember_theme("tbconsole-dark") and remembered_theme() == "tbconsole-dark"
+
+
+async def test_the_theme_chosen_is_the_next_consoles(finished_events):
+    from tbconsole.ui.app import ConsoleApp
+    from tbconsole.ui.data.source import Replay
+
+    def console(**kwargs):
+        return ConsoleApp(replay=Replay(finished_events), mode="replay", remember_theme=True, **kwargs)
+
+    first = console()
+    assert first.theme == DEFAULT_DARK and remembered_theme() is None  # nothing chosen yet, nothing kept
+    async with first.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert remembered_theme() is None
+        await pilot.press("t")  # the next theme
+        await pilot.pause()
+        chosen = first.theme
+        assert chosen != DEFAULT_DARK and remembered_theme() == chosen
+    assert console().theme == chosen  # the next console starts with it
+    assert console(theme="dark").theme == DEFAULT_DARK  # --theme wins, and is kept in its turn
+    async with console(theme="light").run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+    assert remembered_theme() == DEFAULT_LIGHT and console().theme == DEFAULT_LIGHT
+    remember_theme("gone-theme")  # a theme file removed since: the default, quietly
+    assert console().theme == DEFAULT_DARK
+    # A console that does not keep settings (tests, screenshots) neither reads nor writes them.
+    assert ConsoleApp(replay=Replay(finished_events), mode="replay", theme="light").theme == DEFAULT_LIGHT
+    assert remembered_theme() == "gone-theme"
+
+
+def test_attaching_uses_the_kept_theme_unless_one_is_asked_for(tmp_path):
+    from tbconsole.entry import attach
+
+    remember_theme(DEFAULT_LIGHT)
+    assert attach.attach_app(tmp_path, None).theme == DEFAULT_LIGHT
+    assert attach.attach_app(tmp_path, "dark").theme == DEFAULT_DARK

@@ -8,5 +8,6 @@ text. Plain Python, no Textual.
 - ``trialfiles``: what a trial left in its folder (ATIF trajectory, verifier output, result);
 - ``captures``: the run's capture files: located, followed as they grow, searched;
 - ``timeline``: the steps' timelines from ``events.jsonl`` and ``timing_spans.jsonl``;
-- ``tokenizer``: the model's tokenizer, to decode captured tokens.
+- ``tokenizer``: the model's tokenizer, to decode captured tokens;
+- ``settings``: the user's console settings kept between consoles (the theme last chosen).
 """
