@@ -96,14 +96,12 @@ class KeyFooter(Footer):
         widgets = list(super().compose())
         keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
         palette = sum(key_width(w) + 2 for w in widgets if isinstance(w, FooterKey) and w.has_class("-command-palette"))
-        for widget in keys:
+        for key in keys:
             if self._width_class != "wide":
-                widget.description = SHORT.get(widget.action, widget.description)
-            widget.set_reactive(FooterKey.compact, self.compact)
+                key.description = SHORT.get(key.action, key.description)
+            key.set_reactive(FooterKey.compact, self.compact)
         dropped = set(keys_to_drop(keys, self.app.size.width - palette, narrow=self._width_class == "narrow"))
-        for widget in widgets:
-            if widget not in dropped:
-                yield widget
+        yield from (widget for widget in widgets if widget not in dropped)
         if self._bindings_ready:
             self.styles.grid_size_columns = len(keys) - len(dropped)
 
