@@ -173,6 +173,11 @@ def demo_run(tmp_path_factory) -> Path:
     wandb_env = {
         name: str(wandb_home / name) for name in ("WANDB_DIR", "WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")
     }
+    # The run's temporary files go to a folder of its own (TMPDIR), and /tmp is listed before and
+    # after: what the run leaves in either is recorded for the test that says it leaves nothing.
+    tmpdir = log.parent / "tmpdir"
+    tmpdir.mkdir()
+    tmp_before = tmp_entries()
     proc = subprocess.run(
         [
             sys.executable,
@@ -189,12 +194,46 @@ def demo_run(tmp_path_factory) -> Path:
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true", **wandb_env},
+        env={
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "WANDB_MODE": "offline",
+            "WANDB_SILENT": "true",
+            **wandb_env,
+            "TMPDIR": str(tmpdir),
+        },
         timeout=DEMO_RUN_TIMEOUT,
     )
     _demo_recorded = True
+    DEMO_RUN_LEFT["TMPDIR"] = sorted(p.name for p in tmpdir.iterdir())
+    DEMO_RUN_LEFT["/tmp"] = sorted(tmp_entries() - tmp_before)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return log
+
+
+# What the demo recording left in its TMPDIR and in /tmp (filled in by ``demo_run`` when it records).
+DEMO_RUN_LEFT: dict[str, list[str]] = {}
+TMP = Path("/tmp")
+
+
+def tmp_entries() -> set[str]:
+    """The entries of /tmp, less pytest's own folders (``pytest-of-<user>``)."""
+    return {name for name in os.listdir(TMP) if not name.startswith("pytest-of-")}
+
+
+@pytest.fixture
+def list_tmp():
+    """``list_tmp() -> set[str]``: the entries of /tmp, less pytest's own folders."""
+    return tmp_entries
+
+
+@pytest.fixture
+def demo_run_left(demo_run) -> dict[str, list[str]]:
+    """What the demo recording left in its own TMPDIR and in /tmp: ``{"TMPDIR": [...], "/tmp": [...]}``
+    (names). Only known when this session recorded it (not with ``TBCONSOLE_TEST_DEMO_RUN``)."""
+    if not DEMO_RUN_LEFT:
+        missing("the demo run was reused (TBCONSOLE_TEST_DEMO_RUN): what it left is unknown", "Unset it.")
+    return DEMO_RUN_LEFT
 
 
 @pytest.fixture

@@ -25,6 +25,10 @@ BENCHMARKS = {
         "tbconsole.bench.engine",
         "local engine: prefill, sampling (1 and 8 concurrent), train step, vs the bare model",
     ),
+    "startup": (
+        "tbconsole.bench.startup",
+        "command-line start: --help, a usage error and a dead gateway (tbconsole train) vs python -c pass",
+    ),
     "soak": (
         "tbconsole.bench.soak",
         "a 200-step real run of tiny trials: memory, fds, threads and loop lag stay flat; every step's files closed",

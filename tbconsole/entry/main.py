@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 
-from tbconsole import offline
 from tbconsole.entry import bench, compare, export, ledger, runs, tasks, train, trial, warmup
 from tbconsole.entry.usage import USAGE_EXIT, Parser, UsageError
 
@@ -64,7 +63,7 @@ def build_parser(command: str | None = None) -> Parser:
 def main(argv: list[str] | None = None) -> int:
     from tbconsole.runner.wandb_advisories import defer_wandb
 
-    offline.apply_safe_defaults()
+    train.process_defaults()
     defer_wandb()  # whatever the command imports, wandb loads only if a W&B run is started
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in PASSTHROUGH:

@@ -61,6 +61,15 @@ All options:
 """
 
 
+def process_defaults() -> None:
+    """Settings every tbconsole process starts with: the offline defaults, and torch's compile
+    cache out of /tmp (torch makes ``$TMPDIR/torchinductor_<user>`` whenever torch._dynamo is
+    imported, e.g. by torch.optim, and never removes it; a user's own setting wins)."""
+    offline.apply_safe_defaults()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache, "tbconsole", "torchinductor"))
+
+
 def register(sub) -> None:
     """List `train` and `demo` in `tbconsole --help`. Both parse their own KEY=VALUE arguments:
     ``main`` hands them the rest of the command line before argparse sees it."""
@@ -210,7 +219,7 @@ def run_train(
     from tbconsole.runner.optionkeys import OptionsError
     from tbconsole.runner.wandb_advisories import defer_wandb
 
-    offline.apply_safe_defaults()
+    process_defaults()
     try:
         keys, flags = split_flags(argv)
     except FlagError as exc:
