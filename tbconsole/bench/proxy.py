@@ -160,7 +160,8 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
     )
     sampler = ScriptedSampler(renderer, default=reply, record_calls=False)  # answers at once, keeps nothing
     events: list[Any] = []  # ProxyRequest events
-    capture_dir = Path(tempfile.mkdtemp(prefix="tbconsole-bench-proxy-"))
+    scratch = tempfile.TemporaryDirectory(prefix="tbconsole-bench-proxy-")  # removed when the bench ends
+    capture_dir = Path(scratch.name)
     proxy = CaptureProxy(
         renderer=renderer,
         sampler=sampler,
@@ -247,6 +248,7 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
     finally:
         await proxy.stop()
         await bare_runner.cleanup()
+        scratch.cleanup()
     return out
 
 
