@@ -169,6 +169,10 @@ def test_a_search_over_a_real_run_is_bounded(demo_run):
     bounded = search_run(demo_run, refs, ".", regex=True, limit=3)
     assert len(bounded.matches) == 3 and bounded.truncated
     assert bounded.matches == everything.matches[:3]
+    asked: list[int] = []
+    stopped = search_run(demo_run, refs, ".", regex=True, stop=lambda: asked.append(1) or len(asked) > 2)
+    assert stopped.trials == 2 and len(asked) == 3  # a search a newer one replaced reads no further
+    assert stopped.matches == everything.matches[: len(stopped.matches)]
 
 
 def runners_ids(folder, events):

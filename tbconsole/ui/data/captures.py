@@ -230,8 +230,11 @@ def search_run(
     *,
     regex: bool = False,
     limit: int = MATCH_LIMIT,
+    stop: Callable[[], bool] | None = None,
 ) -> SearchResult:
-    """Search the capture files of ``refs`` under the run folder ``log_path``."""
+    """Search the capture files of ``refs`` under the run folder ``log_path``. ``stop()`` is asked
+    before each file: a search that a newer one replaced stops reading (a day-long run keeps a
+    gigabyte of captures, and the run shares the machine)."""
     result = SearchResult(query=query)
     pattern = compile_query(query, regex)
     if isinstance(pattern, str):
@@ -242,6 +245,8 @@ def search_run(
         return result
     folder = RunFolder(log_path)
     for ref in refs:
+        if stop is not None and stop():
+            break
         result.trials += 1
         records = read_records(folder.capture_file(ref.step, ref.group, ref.trial))
         if not search_records(pattern, ref, records, result, limit):

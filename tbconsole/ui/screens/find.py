@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
 from tbconsole.ui.data.captures import captured_refs, captured_steps, search_run
 from tbconsole.ui.present.sanitize import one_line, plain
@@ -136,9 +137,11 @@ class FindScreen(Screen[None]):
 
         def work() -> None:
             # The steps the memory no longer holds, from their capture files (off the UI thread).
+            worker = get_current_worker()
             every = sorted([*captured_refs(log_path, older), *refs], key=lambda r: (r.step, r.group, r.index, r.trial))
-            result = search_run(log_path, every, query, regex=regex)
-            self.app.call_from_thread(self._found, result)
+            result = search_run(log_path, every, query, regex=regex, stop=lambda: worker.is_cancelled)
+            if not worker.is_cancelled:  # a newer search replaced this one: its result is the one shown
+                self.app.call_from_thread(self._found, result)
 
         self.run_worker(work, thread=True, exclusive=True, group="find")
 
