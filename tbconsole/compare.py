@@ -20,7 +20,7 @@ from tbconsole.advisories.training import ENTROPY, KL, REWARD
 from tbconsole.enums import RunCondition
 from tbconsole.events import EvaluationEnded, EventsReader
 from tbconsole.lease import LeaseView, read_lease
-from tbconsole.runfolder import NotARun, run_events
+from tbconsole.runfolder import run_events
 from tbconsole.runlist import run_condition, steps_trained
 from tbconsole.state import RunState, TaskStats, family_stats, reduce
 
@@ -54,15 +54,6 @@ SERIES: tuple[SeriesSpec, ...] = (
 # -- reading the runs ---------------------------------------------------------------------------
 
 
-RunFolderError = NotARun  # a path that names no run (its message says what to give instead)
-
-
-def events_file(path: Path) -> Path:
-    """The run's events.jsonl: ``path`` itself, or the file in the run folder ``path`` (which may
-    not exist yet: a run starting is compared once it writes events)."""
-    return run_events(path)
-
-
 @dataclass
 class RunReading:
     """One run as read so far: its state (the reducer's fold of every event read), the held-out
@@ -77,8 +68,8 @@ class RunReading:
 
     @classmethod
     def open(cls, path: Path) -> RunReading:
-        file = events_file(path)
-        return cls(path=Path(path), reader=EventsReader(file))
+        # ``path`` itself, or the run folder's (not there yet while a run starts: read once written)
+        return cls(path=Path(path), reader=EventsReader(run_events(path)))
 
     def read(self, limit: int = 8 << 20) -> int:
         """Fold every event appended since the last read; returns how many. The lease is read
@@ -120,9 +111,10 @@ class RunReading:
 
 
 def open_runs(paths: Sequence[Path]) -> list[RunReading]:
-    """Each path's run, read to its end now. Raises ``RunFolderError`` for a folder without a run."""
+    """Each path's run, read to its end now. Raises ``runfolder.NotARun`` for a path without a run,
+    ValueError for too few or too many."""
     if not MIN_RUNS <= len(paths) <= MAX_RUNS:
-        raise RunFolderError(f"compare takes {MIN_RUNS} to {MAX_RUNS} runs, not {len(paths)}")
+        raise ValueError(f"compare takes {MIN_RUNS} to {MAX_RUNS} runs, not {len(paths)}")
     readings = [RunReading.open(p) for p in paths]
     for reading in readings:
         reading.read()

@@ -32,8 +32,7 @@ from tbconsole import atomic
 from tbconsole.enums import RunnerState
 from tbconsole.events import redact
 from tbconsole.formatting import command_line, format_age
-from tbconsole.runfolder import LEASE_FILE as LEASE_FILE
-from tbconsole.runfolder import LOCK_FILE as LOCK_FILE
+from tbconsole.runfolder import LEASE_FILE, LOCK_FILE
 
 BEAT_SECONDS = 2.0
 STALE_SECONDS = 8.0  # four missed beats: gone (readers on another host only)

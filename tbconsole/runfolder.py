@@ -122,14 +122,6 @@ class RunFolder:
         return self.root / EVENTS_FILE
 
     @property
-    def lease(self) -> Path:
-        return self.root / LEASE_FILE
-
-    @property
-    def lock(self) -> Path:
-        return self.root / LOCK_FILE
-
-    @property
     def snapshot(self) -> Path:
         return self.root / SNAPSHOT_FILE
 

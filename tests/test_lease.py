@@ -9,7 +9,8 @@ import time
 import pytest
 
 from tbconsole.enums import RunnerState
-from tbconsole.lease import LEASE_FILE, Lease, LeaseHeld, read_lease
+from tbconsole.lease import Lease, LeaseHeld, read_lease
+from tbconsole.runfolder import LEASE_FILE
 
 
 def test_no_runner_ever(tmp_path):

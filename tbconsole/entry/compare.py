@@ -42,7 +42,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tbconsole.compare import MAX_RUNS, MIN_RUNS, RunFolderError, events_file
+    from tbconsole.compare import MAX_RUNS, MIN_RUNS
+    from tbconsole.runfolder import NotARun, run_events
 
     paths: list[Path] = args.runs
     if not MIN_RUNS <= len(paths) <= MAX_RUNS:
@@ -50,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     files = set()
     for path in paths:
         try:
-            files.add(events_file(path).resolve())
-        except RunFolderError as exc:
+            files.add(run_events(path).resolve())
+        except NotARun as exc:
             raise UsageError(str(exc)) from None
     if len(files) < len(paths):
         raise UsageError("a run is given twice")

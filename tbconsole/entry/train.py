@@ -309,7 +309,8 @@ def _refuse_if_held(log_path: Path) -> None:
 
 def _parse_and_check(keys: list[str], extra_defaults: dict | None, check):
     """The options parsed, and what needs the cookbook or Harbor to check (OptionsError)."""
-    from tbconsole.runner.options import OptionsError, parse, resolve_renderer_name
+    from tbconsole.runner.optionkeys import OptionsError
+    from tbconsole.runner.options import parse, resolve_renderer_name
     from tbconsole.runner.preflight import GENERATED_PREFIX
     from tbconsole.runner.trials import TrialConfigError, load_template
 

@@ -28,8 +28,7 @@ import chz
 from tbconsole import variants
 from tbconsole.atomic import write_json
 from tbconsole.runfolder import EVENTS_FILE, LEASE_FILE, RunFolder
-from tbconsole.runner.preflight import EMBEDDED as EMBEDDED  # config.base_url placeholder: the local engine's URL
-from tbconsole.runner.preflight import GENERATED_PREFIX, TASKS_KEY, value_of
+from tbconsole.runner.preflight import EMBEDDED, GENERATED_PREFIX, TASKS_KEY, value_of  # EMBEDDED: the local engine
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 from tbconsole.sandbox.namespace import BASE_PATH
 
@@ -253,18 +252,19 @@ def resumable_run(runs_dir: Path, kind: str) -> Resumable | None:
     from tbconsole.lease import read_lease
     from tbconsole.runlist import read_run, steps_trained
 
-    newest: tuple[float, Path] | None = None
+    newest = None
     for folder in runs_dir.glob(f"{RUN_PREFIX}*"):
-        command = read_lease(folder).command
+        lease = read_lease(folder)
+        command = lease.command
         if len(command) < 2 or command[1] != "demo" or kind_of(command[2:]) != kind:
             continue  # not a demo this command started (no lease: not a run at all)
         seen = max((folder / name).stat().st_mtime for name in (EVENTS_FILE, LEASE_FILE) if (folder / name).exists())
         if newest is None or seen > newest[0]:
-            newest = (seen, folder)
+            newest = (seen, folder, lease)
     if newest is None:
         return None
-    folder = newest[1]
-    if read_lease(folder).state is RunnerState.LIVE:
+    _, folder, lease = newest
+    if lease.state is RunnerState.LIVE:
         return None
     if (folder / EVENTS_FILE).exists():
         state = read_run(folder).state

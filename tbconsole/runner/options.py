@@ -19,9 +19,7 @@ from tbconsole.advisories import Thresholds
 from tbconsole.advisories import problems as threshold_problems
 from tbconsole.runner.admission import LedgerOptions, options_problems
 from tbconsole.runner.dataset import HarborDatasetBuilder
-from tbconsole.runner.optionkeys import HarborOptions as HarborOptions  # the recipe's own, light sections
-from tbconsole.runner.optionkeys import OptionsError as OptionsError
-from tbconsole.runner.optionkeys import check_keys
+from tbconsole.runner.optionkeys import HarborOptions, OptionsError, check_keys  # the light sections and rules
 
 RECIPE_NAME = "tbconsole_terminal_bench"
 BLUEPRINT_ERRORS = (

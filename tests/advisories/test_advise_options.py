@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tbconsole.advisories import DOCS, RULES, Thresholds, problems
-from tbconsole.runner.options import OptionsError, parse
+from tbconsole.runner.optionkeys import OptionsError
+from tbconsole.runner.options import parse
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BASE = [

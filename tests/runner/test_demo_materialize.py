@@ -4,7 +4,8 @@ import pytest
 
 from tbconsole.engine.registry import register_with_cookbook
 from tbconsole.runner import demo
-from tbconsole.runner.options import OptionsError, parse
+from tbconsole.runner.optionkeys import OptionsError
+from tbconsole.runner.options import parse
 
 
 def _materialized(tmp_path, *argv):

@@ -12,7 +12,8 @@ import pytest
 from tbconsole.entry import run as entry_run
 from tbconsole.entry.train import choose_console, run_train
 from tbconsole.formatting import command_line
-from tbconsole.runner.options import OptionsError, parse, resolve_renderer_name
+from tbconsole.runner.optionkeys import OptionsError
+from tbconsole.runner.options import parse, resolve_renderer_name
 from tbconsole.taskset import BUNDLED_TASKS_DIR
 
 from healthz_server import healthz_server
