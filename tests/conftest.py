@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import offline
+from tbconsole.common import offline
 
 from tests_support import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS, IN_CI, missing
 
@@ -101,7 +101,7 @@ def pytest_sessionfinish(session, exitstatus):
 # A runner's lease held by a process of its own: readers (console, attach, runs) see a live runner.
 LEASE_HOLDER = """
 import json, sys, time
-from tbconsole.lease import Lease
+from tbconsole.record.lease import Lease
 with Lease(sys.argv[1], json.loads(sys.argv[2])):
     print("held", flush=True)
     time.sleep(600)

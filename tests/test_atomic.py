@@ -1,10 +1,10 @@
-"""tbconsole.atomic.replace_dir: a folder is replaced whole, or not at all."""
+"""tbconsole.common.atomic.replace_dir: a folder is replaced whole, or not at all."""
 
 import threading
 
 import pytest
 
-from tbconsole.atomic import replace_dir
+from tbconsole.common.atomic import replace_dir
 
 
 def _hidden(parent):

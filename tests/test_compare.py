@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import compare
-from tbconsole.compare import MISSING, RunReading, build, config_diff, flatten, open_runs
 from tbconsole.entry import runs as runs_entry
 from tbconsole.entry.main import main
-from tbconsole.events import BatchStarted, EvaluationEnded, GroupStarted, StepMetrics, TrialEnded, read_events
-from tbconsole.runlist import list_runs
+from tbconsole.record.events import BatchStarted, EvaluationEnded, GroupStarted, StepMetrics, TrialEnded, read_events
+from tbconsole.runs import compare
+from tbconsole.runs.compare import MISSING, RunReading, build, config_diff, flatten, open_runs
+from tbconsole.runs.runlist import list_runs
 from tbconsole.state import task_family
 
 pytestmark = pytest.mark.timeout(60)

@@ -4,7 +4,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from tbconsole.cpushare import RUNNER_SESSION_NICE, SANDBOX_SESSION_NICE, lower_session_weight, nice_weight
+from tbconsole.common.cpushare import RUNNER_SESSION_NICE, SANDBOX_SESSION_NICE, lower_session_weight, nice_weight
 from tbconsole.sandbox import limits
 
 from tests_support import missing

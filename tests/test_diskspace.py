@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.diskspace import RUN_NEED_BYTES, DiskSpaceError, FolderSize, check_free, free_bytes, run_size
-from tbconsole.formatting import format_size
-from tbconsole.runfolder import RunFolder
+from tbconsole.common.formatting import format_size
+from tbconsole.record.runfolder import RunFolder
+from tbconsole.runs.diskspace import RUN_NEED_BYTES, DiskSpaceError, FolderSize, check_free, free_bytes, run_size
 
 from tests_support import missing
 

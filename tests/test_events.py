@@ -5,8 +5,8 @@ import json
 import math
 import os
 
-from tbconsole.enums import TrialPhase as Phase
-from tbconsole.events import (
+from tbconsole.record.enums import TrialPhase as Phase
+from tbconsole.record.events import (
     RESERVE_FILE,
     TRIAL_PHASES,
     ControlChanged,

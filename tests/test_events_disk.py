@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import diskspace
-from tbconsole.events import (
+from tbconsole.record.events import (
     RESERVE_FILE,
     ControlChanged,
     ErrorRaised,
@@ -23,8 +22,9 @@ from tbconsole.events import (
     TrialPhaseChanged,
     read_events,
 )
-from tbconsole.runfolder import EVENTS_FILE
+from tbconsole.record.runfolder import EVENTS_FILE
 from tbconsole.runner.progress import ProgressLog
+from tbconsole.runs import diskspace
 
 
 def fill(fs: Path, leave: int = 0) -> Path:

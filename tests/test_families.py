@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import events as ev
-from tbconsole import variants
-from tbconsole.compare import task_table
+from tbconsole.demo import recipe as demo
+from tbconsole.demo import variants
 from tbconsole.entry.main import main
-from tbconsole.events import decode
-from tbconsole.runner import demo
+from tbconsole.record import events as ev
+from tbconsole.record.events import decode
 from tbconsole.runner.admission import LedgerOptions, task_families
+from tbconsole.runs.compare import task_table
 from tbconsole.state import RunState, family_stats, reduce_all
 from tbconsole.state.ledger import family_of
 

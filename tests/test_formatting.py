@@ -1,4 +1,4 @@
-"""tbconsole.formatting: what people read, formatted once (durations, counts, sizes, percentiles,
+"""tbconsole.common.formatting: what people read, formatted once (durations, counts, sizes, percentiles,
 times of day), with real values and the edges: nothing, under a second, hours, days, and sizes at
 their units' boundaries; and our own command as hints spell it, on PATH and off it."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.formatting import (
+from tbconsole.common.formatting import (
     COMPACT_WIDTH,
     command_line,
     command_name,

@@ -1,14 +1,14 @@
-"""tbconsole.jsonl: whole lines from a byte offset, as a file is appended to."""
+"""tbconsole.common.jsonl: whole lines from a byte offset, as a file is appended to."""
 
 import math
 
 import pytest
 
 from tbconsole.bench.soak import _Events
-from tbconsole.capturefile import CaptureTail
-from tbconsole.events import LogLine, TrialPhaseChanged
-from tbconsole.jsonl import loads, new_lines, whole_lines
-from tbconsole.timeline import StepReader
+from tbconsole.common.jsonl import loads, new_lines, whole_lines
+from tbconsole.record.capturefile import CaptureTail
+from tbconsole.record.events import LogLine, TrialPhaseChanged
+from tbconsole.state.timeline import StepReader
 
 
 def test_whole_lines_keep_a_partial_last_line_for_the_next_read(tmp_path):

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tbconsole.enums import RunnerState
-from tbconsole.lease import Lease, LeaseHeld, read_lease
-from tbconsole.runfolder import LEASE_FILE
+from tbconsole.record.enums import RunnerState
+from tbconsole.record.lease import Lease, LeaseHeld, read_lease
+from tbconsole.record.runfolder import LEASE_FILE
 
 
 def test_no_runner_ever(tmp_path):
@@ -38,7 +38,7 @@ def test_a_second_runner_is_refused_and_a_killed_one_reads_gone(tmp_path, hold_l
 
 
 def test_the_beat_goes_on_and_another_hosts_runner_is_judged_by_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("tbconsole.lease.BEAT_SECONDS", 0.05)
+    monkeypatch.setattr("tbconsole.record.lease.BEAT_SECONDS", 0.05)
     with Lease(tmp_path):
         first = read_lease(tmp_path).beat
         deadline = time.time() + 10

@@ -6,9 +6,9 @@ import gzip
 import json
 from pathlib import Path
 
-from tbconsole import events as ev
-from tbconsole.enums import AdmissionBy, GroupSignal
-from tbconsole.events import decode
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdmissionBy, GroupSignal
+from tbconsole.record.events import decode
 from tbconsole.state import reduce_all
 from tbconsole.state.ledger import family_by_name, signal_of
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tbconsole.control import ControlInbox, RunControl
-from tbconsole.events import GroupEnded, GroupStarted, RunStarted, TrialEnded, decode
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.control import ControlInbox, RunControl
+from tbconsole.record.events import GroupEnded, GroupStarted, RunStarted, TrialEnded, decode
+from tbconsole.record.runfolder import RunFolder
 
 CORPUS = Path(__file__).resolve().parent / "advisories" / "corpus"
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from tbconsole.entry.train import FlagError, split_flags
-from tbconsole.enums import AdvisorySeverity, RunStatus
-from tbconsole.events import (
+from tbconsole.record.enums import AdvisorySeverity, RunStatus
+from tbconsole.record.events import (
     AdvisoryRaised,
     ErrorRaised,
     EventBus,
@@ -21,7 +21,7 @@ from tbconsole.events import (
     TrialEnded,
     read_events,
 )
-from tbconsole.notify import Notifier
+from tbconsole.record.notify import Notifier
 
 from tests_support import pids_with
 
@@ -169,7 +169,7 @@ def test_notify_flag_is_the_config_key():
 
 
 def test_the_console_bell_rings_for_live_events_that_need_someone():
-    from tbconsole.events import AdvisoryCleared
+    from tbconsole.record.events import AdvisoryCleared
     from tbconsole.state import RunState
     from tbconsole.ui.bell import BellInbox
 

@@ -1,4 +1,4 @@
-"""tbconsole.procgroup: a child in a session of its own is killed with all it started."""
+"""tbconsole.common.procgroup: a child in a session of its own is killed with all it started."""
 
 import os
 import signal
@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tbconsole.procgroup import kill_group
+from tbconsole.common.procgroup import kill_group
 
 from tests_support import missing
 

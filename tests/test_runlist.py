@@ -12,7 +12,7 @@ import pytest
 
 from tbconsole.entry import runs
 from tbconsole.entry.usage import UsageError
-from tbconsole.runlist import TAIL_BYTES, find_runs, list_runs, read_run, recent, remember
+from tbconsole.runs.runlist import TAIL_BYTES, find_runs, list_runs, read_run, recent, remember
 from tbconsole.ui.present.wording import format_bytes
 
 pytestmark = pytest.mark.timeout(60)

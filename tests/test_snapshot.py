@@ -13,8 +13,8 @@ from collections import deque
 
 import pytest
 
-from tbconsole.enums import SnapshotProblem
-from tbconsole.events import (
+from tbconsole.record.enums import SnapshotProblem
+from tbconsole.record.events import (
     AdvisoryCleared,
     AdvisoryRaised,
     BatchStarted,
@@ -24,7 +24,7 @@ from tbconsole.events import (
     StepMetrics,
     read_events,
 )
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import (
     FORMAT,

@@ -7,8 +7,8 @@ tests (tests/ui/test_advisories_view.py) use it too."""
 
 from pathlib import Path
 
-from tbconsole.enums import AdvisorySeverity
-from tbconsole.events import (
+from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.events import (
     AdvisoryCleared,
     AdvisoryRaised,
     BatchEnded,

@@ -1,10 +1,10 @@
-"""tbconsole.stats.percentile: one of the samples, at the rank its convention gives."""
+"""tbconsole.common.stats.percentile: one of the samples, at the rank its convention gives."""
 
 import random
 
 import pytest
 
-from tbconsole.stats import percentile
+from tbconsole.common.stats import percentile
 
 
 def test_nearest_is_the_sample_nearest_its_linear_position():

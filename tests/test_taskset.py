@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tbconsole.taskset import BUNDLED_TASKS_DIR, TaskSetError, discover, load, load_all
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR, TaskSetError, discover, load, load_all
 
 TB2_NAMES = ["cancel-async-tasks", "fix-git", "headless-terminal", "regex-chess"]
 

@@ -1,4 +1,4 @@
-"""The step timeline (tbconsole.timeline): spans from a step's events and the cookbook's timing
+"""The step timeline (tbconsole.state.timeline): spans from a step's events and the cookbook's timing
 spans, the split of the wall time, and reading a run's folder one step at a time, incrementally.
 The last test reads a real demo run's folder."""
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tbconsole.enums import Share, SpanKind
-from tbconsole.events import (
+from tbconsole.record.enums import Share, SpanKind
+from tbconsole.record.events import (
     BatchStarted,
     CheckpointSaved,
     EvaluationEnded,
@@ -21,8 +21,8 @@ from tbconsole.events import (
     TrialPhaseChanged,
     read_events,
 )
-from tbconsole.runfolder import RunFolder
-from tbconsole.timeline import StepCollector, StepReader
+from tbconsole.record.runfolder import RunFolder
+from tbconsole.state.timeline import StepCollector, StepReader
 
 T0 = 1_767_225_600.0
 

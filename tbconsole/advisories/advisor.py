@@ -13,7 +13,6 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.amplification import Amplification
 from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.disk import Disk
@@ -25,7 +24,8 @@ from tbconsole.advisories.signal import NoSignal
 from tbconsole.advisories.stalls import PastTimeout, Stalled
 from tbconsole.advisories.thresholds import RULES, Thresholds
 from tbconsole.advisories.training import Entropy, Kl, ShrinkingReplies
-from tbconsole.enums import LogLevel
+from tbconsole.record import events as ev
+from tbconsole.record.enums import LogLevel
 
 RULE_CLASSES: tuple[type[Rule], ...] = (
     NoSignal,

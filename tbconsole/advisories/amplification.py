@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Rule, step_done
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import NewDatum
+from tbconsole.record import events as ev
+from tbconsole.record.enums import NewDatum
 
 # What to do about each cause, for the advisory's line.
 REMEDY = {

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tbconsole import events as ev
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Advice, Rule, step_done
 from tbconsole.advisories.facts import DiskSample, RunFolderSize
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
-from tbconsole.formatting import format_size
+from tbconsole.common.formatting import format_size
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 MiB = 1 << 20
 CLEAR_MARGIN = 1.1  # clears at 110% of the warning level: no flapping around it

@@ -13,11 +13,11 @@ import statistics
 from collections import deque
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.facts import SdkRetry
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 RECENT = 3  # probes that make "now"; the rest of the answered probes are the baseline
 

@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Advice, Rule, step_done
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 MAX_SHOWN = 5  # verifier-touched: trials held at once (the newest, the most severe kept first)
 COMMAND_SHOWN = 120  # characters of a command in a message

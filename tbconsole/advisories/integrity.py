@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Advice, Rule, step_done
 from tbconsole.advisories.facts import CaptureFile
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 
 class Captured:

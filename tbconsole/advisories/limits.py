@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Advice, Rule, share, step_done
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity, TrialOutcome
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity, TrialOutcome
 
 # key → (the outcome counted, its threshold's name, what to say, what to look at)
 OUTCOMES = {

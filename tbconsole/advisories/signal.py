@@ -26,11 +26,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Advice, Rule, share, step_done
 from tbconsole.advisories.chance import all_fail, all_same, at_least
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 PERSISTENT = 2  # a task's groups in a row, all failed, before the per-task test is made
 

@@ -12,12 +12,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Rule
 from tbconsole.advisories.facts import AgentTimeout
 from tbconsole.advisories.thresholds import Thresholds
-from tbconsole.enums import TrialPhase
-from tbconsole.formatting import format_duration
+from tbconsole.common.formatting import format_duration
+from tbconsole.record import events as ev
+from tbconsole.record.enums import TrialPhase
 
 # Phases a trial waits in for something outside it: queued waits for a free slot, by design.
 WATCHED = (TrialPhase.ENVIRONMENT, TrialPhase.AGENT_SETUP, TrialPhase.AGENT, TrialPhase.VERIFYING)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from tbconsole import events as ev
 from tbconsole.advisories.base import Rule
 from tbconsole.advisories.chance import lower_ranks
 from tbconsole.advisories.thresholds import Thresholds
+from tbconsole.record import events as ev
 
 KL = "optim/kl_sample_train_v1"
 ENTROPY = "optim/entropy"

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from tbconsole.stats import percentile
+from tbconsole.common.stats import percentile
 
 if TYPE_CHECKING:  # openai is only a test dependency: its types, for the checker
     from openai.types.chat import ChatCompletionFunctionToolParam
@@ -321,7 +321,7 @@ def _ms(samples: list[float], q: float) -> float:
 
 
 def run(args) -> int:
-    from tbconsole import offline
+    from tbconsole.common import offline
 
     offline.apply_embedded_defaults()
     from tinker_cookbook.renderers import get_renderer

@@ -10,9 +10,9 @@ import asyncio
 import platform
 import time
 
-from tbconsole.formatting import format_latencies
+from tbconsole.common.formatting import format_latencies
+from tbconsole.common.stats import percentile
 from tbconsole.sandbox.namespace import NamespaceSandbox, SandboxSpec
-from tbconsole.stats import percentile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

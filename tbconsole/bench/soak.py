@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from tbconsole.bench import attach_on_pty
-from tbconsole.jsonl import loads, new_lines
-from tbconsole.procgroup import kill_group
-from tbconsole.runfolder import CAPTURE_DIR, TRAINER_LOGPROBS_DIR, TRIALS_DIR, RunFolder, step_name
-from tbconsole.stats import percentile
+from tbconsole.common.jsonl import loads, new_lines
+from tbconsole.common.procgroup import kill_group
+from tbconsole.common.stats import percentile
+from tbconsole.record.runfolder import CAPTURE_DIR, TRAINER_LOGPROBS_DIR, TRIALS_DIR, RunFolder, step_name
 
 LAG_ENV = "TBCONSOLE_SOAK_LAG_FILE"  # runner_main: where the loop-lag ticker writes
 LAG_TICK_S = 0.1
@@ -180,7 +180,7 @@ def __getattr__(name: str) -> Any:
 def trial_config(max_tokens: int, sandbox_root: Path | None = None) -> dict:
     """The demo's trial.json (its sandbox, environment and proxy placeholders), its agent the
     one-call agent; ``sandbox_root``: where the sandboxes go (default: the sandbox's own)."""
-    from tbconsole.runner.demo import demo_trial_config
+    from tbconsole.demo.recipe import demo_trial_config
 
     config = demo_trial_config(max_tokens)
     if sandbox_root is not None:

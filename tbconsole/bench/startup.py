@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tbconsole.taskset import BUNDLED_TASKS_DIR
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 
 CASE_TIMEOUT_S = 60.0
 

@@ -100,8 +100,8 @@ async def _drive(renderer, tokenizer, args, continuity: bool, capture_dir: Path)
     """The trajectory through a real proxy, by the real openai client."""
     import openai
 
-    from tbconsole.events import Event, ProxyRequest
     from tbconsole.proxy import CaptureProxy
+    from tbconsole.record.events import Event, ProxyRequest
 
     requests: list[ProxyRequest] = []
 
@@ -194,7 +194,7 @@ def _train_times(args, datums_by_setting: dict[str, list]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tbconsole import offline
+    from tbconsole.common import offline
 
     offline.apply_embedded_defaults()
     from tinker_cookbook.renderers import get_renderer

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from tbconsole import atomic
+from tbconsole.common import atomic
 from tbconsole.engine.errors import BadRequest, Conflict, NotFound
 
 SCHEME = "tinker://"

@@ -11,7 +11,7 @@ the first request that names them.
     <data>/live/samplers/<sampler_id>.json    what a sampler session samples from
     <data>/live/samplers/<sampler_id>.safetensors   its adapter, for in-memory snapshots
 
-Every other file is written whole (`tbconsole.atomic`), so a kill leaves either the old or the
+Every other file is written whole (`tbconsole.common.atomic`), so a kill leaves either the old or the
 new version, never half of one; a state slot torn by a kill is recognised and the other slot
 used. Nothing is fsynced: the page cache outlives a killed process, not a power cut. Sampler
 entries go when the engine drops the session from memory; everything of a session goes when it
@@ -34,7 +34,7 @@ import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as save_safetensors
 
-from tbconsole import atomic
+from tbconsole.common import atomic
 from tbconsole.engine.state_slots import SLOTS, SlotWriter, read_slot, slot_path
 
 # The engine's own session ids (sessions.Sessions.create); nothing else is looked up on disk.

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tbconsole.atomic import write_text
-from tbconsole.runfolder import NotARun, RunFolder, run_events
+from tbconsole.common.atomic import write_text
+from tbconsole.record.runfolder import NotARun, RunFolder, run_events
 
 if TYPE_CHECKING:  # imported where used, for a quick start: only the types here
-    from tbconsole.control import RunControl
-    from tbconsole.events import EventBus
+    from tbconsole.record.control import RunControl
+    from tbconsole.record.events import EventBus
     from tbconsole.ui.app import ConsoleApp
 
 
@@ -74,8 +74,8 @@ def add_attach_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_attach(args: argparse.Namespace) -> int:
-    from tbconsole.enums import RunnerState
-    from tbconsole.lease import read_lease
+    from tbconsole.record.enums import RunnerState
+    from tbconsole.record.lease import read_lease
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import run_has_ended
 
@@ -129,9 +129,9 @@ def status_text(log_path: Path, now: float | None = None) -> str:
     character; ``one_line`` keeps each item on its line)."""
     import time
 
-    from tbconsole.enums import RunnerState
-    from tbconsole.inert import one_line
-    from tbconsole.lease import read_lease
+    from tbconsole.common.inert import one_line
+    from tbconsole.record.enums import RunnerState
+    from tbconsole.record.lease import read_lease
     from tbconsole.state.snapshot import restore
     from tbconsole.ui.present.wording import (
         exit_summary,
@@ -171,7 +171,7 @@ def status_text(log_path: Path, now: float | None = None) -> str:
 
 def print_status(log_path: Path) -> int:
     """``status_text`` on stdout (a reader that leaves early, `| head`, is no error)."""
-    from tbconsole.runlist import remember
+    from tbconsole.runs.runlist import remember
 
     remember(log_path)  # for `tbconsole runs`
     try:
@@ -209,7 +209,7 @@ def closing_summary(app: ConsoleApp, log_path: Path) -> str:
     """The summary printed when ``app`` (attached, or a replay) has closed: the whole run's state
     (a replay's at its end, wherever it was moved to: kept, not read again) and a fresh read of
     its runner's lease."""
-    from tbconsole.lease import read_lease
+    from tbconsole.record.lease import read_lease
     from tbconsole.ui.present.wording import exit_summary
 
     state = app.replay.final_state() if app.replay is not None else app.state
@@ -217,7 +217,7 @@ def closing_summary(app: ConsoleApp, log_path: Path) -> str:
 
 
 def _run_and_summarize(app: ConsoleApp, log_path: Path) -> int:
-    from tbconsole.runlist import remember
+    from tbconsole.runs.runlist import remember
 
     remember(log_path)  # for `tbconsole runs`
     if os.environ.get("TBCONSOLE_EXIT_AFTER_FIRST_FRAME"):  # the benchmark's first-frame probe
@@ -262,8 +262,8 @@ def _screenshot(events_file: Path, out: Path, theme: str | None, size: str) -> i
         return 2
 
     # A run still going is shot as it stands: the header says [live], not [replay].
-    from tbconsole.enums import RunnerState
-    from tbconsole.lease import read_lease
+    from tbconsole.record.enums import RunnerState
+    from tbconsole.record.lease import read_lease
     from tbconsole.ui.data.source import run_has_ended
 
     run_dir = events_file.parent
@@ -322,7 +322,7 @@ def run_console(
 
 
 def _demo_events(args: argparse.Namespace) -> int:
-    from tbconsole.events import EventBus
+    from tbconsole.record.events import EventBus
     from tbconsole.synthetic.run import synthetic_run
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import Replay
@@ -333,14 +333,14 @@ def _demo_events(args: argparse.Namespace) -> int:
         app.run()
         return 0
 
-    from tbconsole.control import RunControl
+    from tbconsole.record.control import RunControl
 
     RunFolder(args.log_path).events.unlink(missing_ok=True)
     bus = EventBus(args.log_path)
     speed = args.speed
 
     async def work() -> str:
-        from tbconsole.control import ControlInbox
+        from tbconsole.record.control import ControlInbox
         from tbconsole.synthetic.run import SyntheticCaptures, play
 
         inbox = asyncio.create_task(ControlInbox(args.log_path, control).run())  # for `attach` from elsewhere

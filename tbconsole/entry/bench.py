@@ -9,7 +9,7 @@ from tbconsole.entry.usage import Parser
 BENCHMARKS = {
     "sandbox": ("tbconsole.bench.sandbox", "local sandbox: start/stop and per-command cost vs a bare subprocess"),
     "console": (
-        "tbconsole.entry.bench_ui.console",
+        "tbconsole.bench.console",
         "console: events/s ingested, UI lag, memory, attach's first frame; a 200-turn transcript's first screen; "
         "--day: all of it on a day-long run",
     ),

@@ -1,4 +1,4 @@
-"""`tbconsole compare RUN_A RUN_B [RUN_C RUN_D]`: 2–4 runs side by side (``tbconsole.compare``).
+"""`tbconsole compare RUN_A RUN_B [RUN_C RUN_D]`: 2–4 runs side by side (``tbconsole.runs.compare``).
 
 On a terminal, the compare screen (``tbconsole.ui.compare_app``): every run's training reward,
 held-out reward, KL, entropy and step time on one step axis, solve rates per task or family, the
@@ -42,8 +42,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tbconsole.compare import MAX_RUNS, MIN_RUNS
-    from tbconsole.runfolder import NotARun, run_events
+    from tbconsole.record.runfolder import NotARun, run_events
+    from tbconsole.runs.compare import MAX_RUNS, MIN_RUNS
 
     paths: list[Path] = args.runs
     if not MIN_RUNS <= len(paths) <= MAX_RUNS:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_summary(paths: list[Path]) -> int:
-    from tbconsole.compare import build, open_runs
+    from tbconsole.runs.compare import build, open_runs
     from tbconsole.ui.present.compare_view import summary_text
 
     readings = open_runs(paths)
@@ -84,7 +84,7 @@ def print_summary(paths: list[Path]) -> int:
 
 def compare_console(paths: list[Path], theme: str | None) -> int:
     """The compare screen over ``paths`` in this terminal, until ``q``."""
-    from tbconsole.compare import RunReading
+    from tbconsole.runs.compare import RunReading
     from tbconsole.ui.compare_app import CompareApp
 
     app = CompareApp([RunReading.open(p) for p in paths], theme=theme)
@@ -111,8 +111,8 @@ def _serve(paths: list[Path], theme: str | None, host: str, port: int) -> int:
 
 def _screenshot(paths: list[Path], out: Path, theme: str | None, size: str) -> int:
     """The compare screen once every run is read, headless, exported as SVG."""
-    from tbconsole.atomic import write_text
-    from tbconsole.compare import RunReading
+    from tbconsole.common.atomic import write_text
+    from tbconsole.runs.compare import RunReading
     from tbconsole.ui.compare_app import CompareApp
 
     try:

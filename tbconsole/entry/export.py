@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 
 def _folder(path: Path):
-    from tbconsole.runfolder import RunFolder
+    from tbconsole.record.runfolder import RunFolder
 
     folder = RunFolder(path)
     if not path.is_dir():
@@ -56,8 +56,8 @@ def _folder(path: Path):
 
 def harbor_view_of(folder, trial: str) -> str:
     """The trial's `harbor view` command and where to look (training or held-out trials)."""
-    from tbconsole.events import HeldOutEvent, TrialEnded, TrialPhaseChanged, read_events
-    from tbconsole.harborview import harbor_view
+    from tbconsole.harbor.harborview import harbor_view
+    from tbconsole.record.events import HeldOutEvent, TrialEnded, TrialPhaseChanged, read_events
 
     found, trial_dir = False, None
     for event in read_events(folder.events):
@@ -85,7 +85,7 @@ def run(args) -> int:
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
     if args.out is not None:
-        from tbconsole import atomic
+        from tbconsole.common import atomic
 
         atomic.write_bytes(args.out, b"".join(export.lines()))
     else:

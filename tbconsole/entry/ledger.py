@@ -39,8 +39,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tbconsole.events import read_events_of
-    from tbconsole.runfolder import NotARun, run_events
+    from tbconsole.record.events import read_events_of
+    from tbconsole.record.runfolder import NotARun, run_events
     from tbconsole.state import reduce_all
 
     try:
@@ -59,8 +59,8 @@ def run(args) -> int:
 
 def table(state, *, families: bool, sort: str, steps: int) -> list[str]:
     """The ledger's lines: a summary, a header, a row per task or family."""
-    from tbconsole.formatting import format_duration
-    from tbconsole.inert import one_line
+    from tbconsole.common.formatting import format_duration
+    from tbconsole.common.inert import one_line
     from tbconsole.ui.present import ledger_view as lv
 
     ledger = state.ledger
@@ -108,7 +108,7 @@ def _noun(n: int, families: bool) -> str:
 
 
 def _action(args) -> tuple[str, str] | None:
-    from tbconsole.enums import ControlCommand
+    from tbconsole.record.enums import ControlCommand
 
     if args.drop is not None:
         return ControlCommand.DROP_TASK, args.drop
@@ -126,9 +126,9 @@ def _action(args) -> tuple[str, str] | None:
 
 
 def _send(log_path: Path, tasks: list[str], command: str, argument: str) -> int:
-    from tbconsole.control import ControlClient, ControlError
-    from tbconsole.enums import ControlCommand, RunnerState
-    from tbconsole.lease import read_lease
+    from tbconsole.record.control import ControlClient, ControlError
+    from tbconsole.record.enums import ControlCommand, RunnerState
+    from tbconsole.record.lease import read_lease
     from tbconsole.state.ledger import parse_task_weight
 
     task = parse_task_weight(argument)[0] if command == ControlCommand.WEIGHT_TASK else argument

@@ -18,14 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tbconsole.cpushare import RUNNER_SESSION_NICE, lower_session_weight
-from tbconsole.enums import ControlState, LogLevel, RunStatus
-from tbconsole.formatting import command_line
-from tbconsole.runfolder import RunFolder
+from tbconsole.common.cpushare import RUNNER_SESSION_NICE, lower_session_weight
+from tbconsole.common.formatting import command_line
+from tbconsole.record.enums import ControlState, LogLevel, RunStatus
+from tbconsole.record.runfolder import RunFolder
 
 if TYPE_CHECKING:
-    from tbconsole.control import RunControl
-    from tbconsole.events import Event
+    from tbconsole.record.control import RunControl
+    from tbconsole.record.events import Event
 
 RUNNER_FLAG = "--detached-runner"  # internal: marks the process that `start_detached` starts
 RUNNER_LOG_TAIL = 20  # lines of runner.log shown when a detached runner dies before it holds its folder
@@ -35,8 +35,8 @@ def open_run(log_path: Path):
     """The run's event bus and control. A disk that fills up mid-run (events.jsonl cannot be
     written) stops the run cleanly: one message (the bus's), then the usual end, whose last
     events fit in the bus's reserve."""
-    from tbconsole.control import ControlError, RunControl
-    from tbconsole.events import EventBus, LogLine
+    from tbconsole.record.control import ControlError, RunControl
+    from tbconsole.record.events import EventBus, LogLine
 
     control: RunControl | None = None
 
@@ -73,8 +73,8 @@ class SignalStop:
         return self.causes.get(status)
 
     def __call__(self, signum: int) -> None:
-        from tbconsole.control import ENDED
-        from tbconsole.events import LogLine
+        from tbconsole.record.control import ENDED
+        from tbconsole.record.events import LogLine
 
         control = self.control
         if control.state in (ControlState.ABORTING, *ENDED):
@@ -164,8 +164,8 @@ def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.
 def wait_until_live(runner: subprocess.Popen, log_path: Path, log_offset: int, poll: float = 0.1) -> bool:
     """Wait until ``runner`` holds the run folder's lease. If it exits first, print what it wrote
     to runner.log (from ``log_offset``) and return False."""
-    from tbconsole.enums import RunnerState
-    from tbconsole.lease import read_lease
+    from tbconsole.record.enums import RunnerState
+    from tbconsole.record.lease import read_lease
 
     while True:
         view = read_lease(log_path)

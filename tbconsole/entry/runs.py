@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tbconsole.runlist import default_roots, list_runs
+    from tbconsole.runs.runlist import default_roots, list_runs
 
     if args.dir is not None and not args.dir.is_dir():
         raise UsageError(f"{args.dir}: no such folder")
@@ -61,10 +61,10 @@ def run(args) -> int:
 
 
 def table(runs, now: float) -> str:
-    from tbconsole.diskspace import run_size
-    from tbconsole.formatting import format_age, format_bytes, format_timestamp
-    from tbconsole.runfolder import RunFolder
-    from tbconsole.runlist import last_reward, steps_trained
+    from tbconsole.common.formatting import format_age, format_bytes, format_timestamp
+    from tbconsole.record.runfolder import RunFolder
+    from tbconsole.runs.diskspace import run_size
+    from tbconsole.runs.runlist import last_reward, steps_trained
     from tbconsole.ui.present.wording import format_value
 
     rows = [COLUMNS]
@@ -96,7 +96,7 @@ def table(runs, now: float) -> str:
 def _shown_path(path: Path) -> str:
     """Relative to the current folder when inside it (what `tbconsole attach` takes from here),
     drawn inertly: a folder's name is anyone's text."""
-    from tbconsole.inert import one_line
+    from tbconsole.common.inert import one_line
 
     try:
         return one_line(path.relative_to(Path.cwd().resolve()), limit=400)
@@ -127,7 +127,7 @@ def _pick(count: int) -> list[int]:
 def parse_choice(answer: str, count: int) -> list[int] | None:
     """``3`` → [2]; ``1 3``, ``1,3`` → [0, 2]: the runs marked (indexes from 0), in the order
     given; None for anything else (a number out of range, one given twice, more than four)."""
-    from tbconsole.compare import MAX_RUNS
+    from tbconsole.runs.compare import MAX_RUNS
 
     words = [w for w in re.split(r"[\s,]+", answer) if w]
     if not words or not all(w.isdigit() and 1 <= int(w) <= count for w in words):

@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tbconsole.taskset import BUNDLED_TASKS_DIR, TaskSetError, load_all
+    from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR, TaskSetError, load_all
 
     tasks_dir = args.tasks_dir or BUNDLED_TASKS_DIR
     try:

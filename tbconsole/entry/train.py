@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tbconsole import offline
+from tbconsole.common import offline
 from tbconsole.entry import run
 from tbconsole.entry.usage import USAGE_EXIT
 
@@ -177,7 +177,7 @@ def choose_console(
         return False, None
     if stdin.isatty() and stdout.isatty():
         return True, None
-    from tbconsole.formatting import command_line
+    from tbconsole.common.formatting import command_line
 
     stream = "stdout" if not stdout.isatty() else "stdin"
     return False, (
@@ -245,7 +245,7 @@ def run_train(
 
     defer_wandb()  # before the cookbook: wandb is imported only by a run that logs to W&B
     from tbconsole.engine.registry import register_with_cookbook
-    from tbconsole.lease import Lease, LeaseHeld
+    from tbconsole.record.lease import Lease, LeaseHeld
 
     register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
     try:
@@ -299,8 +299,8 @@ def run_train(
 
 
 def _refuse_if_held(log_path: Path) -> None:
-    from tbconsole.enums import RunnerState
-    from tbconsole.lease import LeaseHeld, read_lease
+    from tbconsole.record.enums import RunnerState
+    from tbconsole.record.lease import LeaseHeld, read_lease
 
     view = read_lease(log_path)
     if view.state is RunnerState.LIVE:
@@ -330,7 +330,7 @@ def _parse_and_check(keys: list[str], extra_defaults: dict | None, check):
 def run_demo(argv: list[str]) -> int:
     """`tbconsole demo`: without config.log_path, a rerun goes on with the newest demo of its kind
     that ended before its last step (``demo.resumable_run``), else a new run folder."""
-    from tbconsole.runner import demo
+    from tbconsole.demo import recipe as demo
     from tbconsole.runner.preflight import last_value
 
     offline.apply_embedded_defaults()

@@ -39,8 +39,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tbconsole.formatting import format_clock
-    from tbconsole.trial import TrialConfigError, build_trial_config, load_trial_config, run_trial
+    from tbconsole.common.formatting import format_clock
+    from tbconsole.runner.single_trial import TrialConfigError, build_trial_config, load_trial_config, run_trial
 
     task_dir: Path = args.task_dir
     if not (task_dir / "task.toml").is_file():

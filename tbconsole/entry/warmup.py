@@ -1,4 +1,4 @@
-"""`tbconsole warmup`: the command around the supervised warm-up in ``tbconsole.warmup``."""
+"""`tbconsole warmup`: the command around the supervised warm-up in ``tbconsole.demo.warmup``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from tbconsole.entry.usage import UsageError
 
 
 def register(sub, full: bool) -> None:
-    """``full``: add the options (imports ``tbconsole.warmup`` for their defaults; only when `warmup` runs)."""
+    """``full``: add the options (imports ``tbconsole.demo.warmup`` for their defaults; only when `warmup` runs)."""
     p = sub.add_parser(
         "warmup",
         help="make the demo's starting policy by supervised warm-up",
         description="Supervised warm-up of the local model on demonstrations rendered in "
-        "the agent's own transcript format (see tbconsole/warmup.py), then an evaluation "
+        "the agent's own transcript format (see tbconsole/demo/warmup.py), then an evaluation "
         "on held-out task variants. Writes a PEFT adapter folder.",
     )
     if full:
@@ -23,7 +23,7 @@ def register(sub, full: bool) -> None:
 
 
 def add_arguments(p) -> None:
-    from tbconsole.warmup import WarmupSettings
+    from tbconsole.demo.warmup import WarmupSettings
 
     d = WarmupSettings()
     p.add_argument(
@@ -69,9 +69,9 @@ def run(args) -> int:
 
     from tinker_cookbook.renderers import get_renderer
 
-    from tbconsole import variants
+    from tbconsole.demo import variants
+    from tbconsole.demo.warmup import OBSERVATION_FILE, AgentPrompt, WarmupSettings, record_prompts, train
     from tbconsole.engine.registry import load_tokenizer, recommended_renderer, register_with_cookbook
-    from tbconsole.warmup import OBSERVATION_FILE, AgentPrompt, WarmupSettings, record_prompts, train
 
     settings = WarmupSettings(
         rank=args.rank,

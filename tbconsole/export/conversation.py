@@ -3,7 +3,7 @@ policy sampled, in order, each reply with its turn's sampled token ids and log-p
 
 A capture line holds the request's messages that are new since the trial's previous turn (the
 agent's echo of its own earlier replies left out: the reply as sampled stands in for it) and the
-reply as the renderer parsed it (``tbconsole.capturefile``). So a linear agent's conversation is
+reply as the renderer parsed it (``tbconsole.record.capturefile``). So a linear agent's conversation is
 each line's messages, then its reply. A request that did not extend the previous one
 (``restarted``: the agent rewrote its history, or made a side request) carries its whole
 conversation: its messages up to its last assistant message are history carried again and are
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from tbconsole.capturefile import CaptureRecord, MessageText, ToolCallText, decode_record
+from tbconsole.record.capturefile import CaptureRecord, MessageText, ToolCallText, decode_record
 
 Decode = Callable[[list[int]], str]
 

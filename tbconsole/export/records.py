@@ -16,12 +16,12 @@ from typing import Any
 
 import orjson
 
-from tbconsole.events import read_events
+from tbconsole.common.tokenizerfile import tokenizer_path
 from tbconsole.export.advantages import SOURCE
 from tbconsole.export.conversation import CaptureDamaged, Decode, read_conversation
 from tbconsole.export.selection import ExportTrial, RunFacts, select
-from tbconsole.runfolder import RunFolder
-from tbconsole.tokenizerfile import tokenizer_path
+from tbconsole.record.events import read_events
+from tbconsole.record.runfolder import RunFolder
 
 FORMATS = ("sharegpt", "atif")
 

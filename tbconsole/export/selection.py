@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbconsole.events import BatchEnded, Event, GroupEnded, GroupStarted, RunStarted, TrialEnded
 from tbconsole.export.advantages import group_advantages
+from tbconsole.record.events import BatchEnded, Event, GroupEnded, GroupStarted, RunStarted, TrialEnded
 
 
 class SelectionError(Exception):

@@ -66,7 +66,7 @@ Events: a ``ProxyRequest`` per model call (captured or rejected; ``total_ms`` ru
 request body being read to the answer being ready, ``sample_ms`` is the sampler's part of it), a
 ``CaptureLost`` when a sampled turn could not be persisted (or came without log-probs).
 Captures: ``capture_dir/<trial_id>.jsonl`` (see ``capture``; ``capture_dir`` is the attempt's
-folder of the run folder, ``tbconsole.runfolder``), each turn written (one ``write``) before it is parsed or
+folder of the run folder, ``tbconsole.record.runfolder``), each turn written (one ``write``) before it is parsed or
 answered, so a crashed process loses at most the turn in flight; fsync'd at ``stop()`` (or per
 turn with ``fsync=True``); ``read_capture(path)`` reads one back.
 

@@ -11,7 +11,7 @@ Layout: ``<capture_dir>/<trial_id>.jsonl``, one line per turn, in order. A line:
 trains them as one datum); else ``new_datum``, why not (``enums.NewDatum``; ``proxy.continuity``).
 A trial's first turn has neither.
 
-``messages`` and ``reply`` are the turn's text, for viewers only: ``tbconsole.capturefile`` reads
+``messages`` and ``reply`` are the turn's text, for viewers only: ``tbconsole.record.capturefile`` reads
 them and documents their fields.
 
 ``prompt_shared`` is how many leading tokens this prompt shares with the previous turn's prompt,
@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from tbconsole.capturefile import CAPTURE_VERSION
+from tbconsole.record.capturefile import CAPTURE_VERSION
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class CapturedTurn:
     sample_ms: float
     max_tokens: int
     temperature: float
-    # The turn's text for viewers (``tbconsole.capturefile``): new messages and the parsed reply.
+    # The turn's text for viewers (``tbconsole.record.capturefile``): new messages and the parsed reply.
     text: dict[str, Any] | None = None
     # Token continuity (``tbconsole.proxy.continuity``): the turn whose prompt + sampled tokens
     # this prompt extends exactly, else why it starts a new datum (a NewDatum value; None on turn 0).

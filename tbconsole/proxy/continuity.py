@@ -46,9 +46,9 @@ from typing import Any
 
 from tinker_cookbook.renderers.base import Message
 
-from tbconsole.enums import NewDatum
 from tbconsole.proxy.chat import ChatReply
 from tbconsole.proxy.render import IncrementalRenderer
+from tbconsole.record.enums import NewDatum
 
 HEADS = 4  # conversations remembered per trial: the main one and a few side requests
 

@@ -34,7 +34,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tbconsole.events import Event, ProxyRequest
 from tbconsole.proxy import anthropic_api, openai_api
 from tbconsole.proxy.apis import APIS, Answer, Api
 from tbconsole.proxy.body import read_json
@@ -42,6 +41,7 @@ from tbconsole.proxy.chat import ChatReply
 from tbconsole.proxy.errors import ContextWindowExceeded, ProxyError
 from tbconsole.proxy.pipeline import Outcome, Pipeline, elapsed_ms
 from tbconsole.proxy.trials import Trial, TrialRegistry
+from tbconsole.record.events import Event, ProxyRequest
 
 log = logging.getLogger("tbconsole.proxy")
 

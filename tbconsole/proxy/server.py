@@ -16,13 +16,13 @@ from typing import Any
 from aiohttp import web
 from tinker_cookbook.renderers.base import Renderer
 
-from tbconsole.events import CaptureLost, Event
 from tbconsole.proxy.body import MAX_BODY_BYTES
 from tbconsole.proxy.capture import CapturedTurn
 from tbconsole.proxy.http import ProxyHttp
 from tbconsole.proxy.pipeline import Pipeline
 from tbconsole.proxy.server_log import ServerLog
 from tbconsole.proxy.trials import TrialCredential, TrialRegistry, TrialStats
+from tbconsole.record.events import CaptureLost, Event
 
 log = logging.getLogger("tbconsole.proxy")
 

@@ -2,7 +2,7 @@
 
 A trial is registered by id (``TRIAL_ID``), with its own key (``keys``) and its capture file
 ``<capture_dir>/<trial_id>.jsonl`` (the runner hands over the attempt's capture folder, laid out
-by ``tbconsole.runfolder``), created exclusively at its first turn. Per trial: one sampling
+by ``tbconsole.record.runfolder``), created exclusively at its first turn. Per trial: one sampling
 request at a time (``Trial.lock``), its own incremental renderer and conversion cache, the turns
 it captured (kept compactly), why a turn was lost (if one was), and its ``TrialStats``.
 """

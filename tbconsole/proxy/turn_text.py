@@ -1,4 +1,4 @@
-"""A captured turn's text, for the capture line (``tbconsole.capturefile`` documents the fields):
+"""A captured turn's text, for the capture line (``tbconsole.record.capturefile`` documents the fields):
 the request's messages that are new since the trial's previous captured turn, and the reply as
 the renderer parsed it. The console builds live transcripts from it; training never reads it."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from tinker_cookbook.renderers.base import Message
 
-from tbconsole.capturefile import clip
 from tbconsole.proxy.chat import ChatReply
+from tbconsole.record.capturefile import clip
 
 
 def _text(value: str, limit: int | None = None) -> str:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import chz
 
-from tbconsole.control import ControlError
-from tbconsole.enums import AdmissionBy, ControlCommand, GroupSignal
-from tbconsole.events import Event, GroupEnded, GroupStarted, TaskAdmission, TrialEnded
+from tbconsole.record.control import ControlError
+from tbconsole.record.enums import AdmissionBy, ControlCommand, GroupSignal
+from tbconsole.record.events import Event, GroupEnded, GroupStarted, TaskAdmission, TrialEnded
 from tbconsole.runner.schedule import Change, Schedule
 from tbconsole.state.ledger import DEFAULT_FAMILY_PATTERN, Ledger, family_of, parse_task_weight
 

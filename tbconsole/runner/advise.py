@@ -21,13 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tbconsole import diskspace
 from tbconsole.advisories import Advisor, Thresholds
 from tbconsole.advisories.base import step_done
 from tbconsole.advisories.facts import AgentTimeout, CaptureFile, DiskSample, RunFolderSize, SdkRetry
-from tbconsole.capturefile import CaptureTail
-from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, TrialEnded
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.capturefile import CaptureTail
+from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised, Event, TrialEnded
+from tbconsole.record.runfolder import RunFolder
+from tbconsole.runs import diskspace
 
 CHECK_EVERY_SEC = 5.0
 READ_CHUNK = 8 << 20  # bytes of a capture file read at a time (only counts are kept)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from tbconsole.formatting import format_timestamp
-from tbconsole.runfolder import RunFolder
+from tbconsole.common.formatting import format_timestamp
+from tbconsole.record.runfolder import RunFolder
 
 
 def log_traceback(log_path: Path, exc: BaseException, what: str = "the run failed") -> Path:

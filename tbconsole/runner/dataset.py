@@ -30,8 +30,8 @@ from tinker_cookbook.rl.types import (
     Trajectory,
 )
 
+from tbconsole.harbor.taskset import TaskSetError, discover
 from tbconsole.runner.schedule import Schedule
-from tbconsole.taskset import TaskSetError, discover
 
 
 class PlaceholderEnv(Env):

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbconsole.enums import NewDatum
+from tbconsole.record.enums import NewDatum
 
 
 @dataclass

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tbconsole.enums import TrialPhase
+from tbconsole.record.enums import TrialPhase
 
 PhaseCallback = Callable[[TrialPhase], Awaitable[None]]
 

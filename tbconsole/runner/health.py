@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import aiohttp
 
-from tbconsole.events import Event, GatewayHealth
+from tbconsole.record.events import Event, GatewayHealth
 
 PROBE_TIMEOUT_SEC = 3.0
 INTERVAL_SEC = 5.0  # between probes while the gateway answers
@@ -61,7 +61,7 @@ async def probe(base_url: str, timeout: float = PROBE_TIMEOUT_SEC) -> Probe:
 
 
 def unreachable_message(base_url: str, error: str) -> str:
-    from tbconsole.formatting import command_line
+    from tbconsole.common.formatting import command_line
 
     return (
         f"The Tinker gateway at {base_url} is not answering ({error}). Start it (for the "

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from tinker_cookbook.eval.evaluators import SamplingClientEvaluator
 
-from tbconsole.enums import LogLevel
-from tbconsole.events import (
+from tbconsole.harbor.taskset import discover
+from tbconsole.record.enums import LogLevel
+from tbconsole.record.events import (
     CaptureLost,
     EvaluationEnded,
     EvaluationStarted,
@@ -34,7 +35,6 @@ from tbconsole.events import (
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import RunContext, run_group
-from tbconsole.taskset import discover
 
 PREFIX = "eval/heldout"
 

@@ -46,7 +46,7 @@ class HarborOptions:
     # one datum per turn. false: prompts are the renderer's own rendering of the agent's messages.
     token_continuity: bool = True
     # Not in the upstream recipe: a shell command run with a short JSON on stdin when the run needs
-    # a decision, ends, or raises an error advisory (tbconsole.notify); `--notify CMD` sets it too.
+    # a decision, ends, or raises an error advisory (tbconsole.record.notify); `--notify CMD` sets it too.
     notify: str | None = None
 
 

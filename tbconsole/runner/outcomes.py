@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbconsole.enums import FailureKind, TrialOutcome
+from tbconsole.record.enums import FailureKind, TrialOutcome
 
 TIME_LIMIT_ERRORS = {"AgentTimeoutError"}
 SEQUENCE_LIMIT_ERRORS = {"ContextWindowExceededError", "ContextLengthExceededError", "MaxSeqLenExceededError"}

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tbconsole.formatting import command_line
+from tbconsole.common.formatting import command_line
 
 EMBEDDED = "embedded"  # the demo's placeholder for the in-process engine (runner.demo)
 # The demo's placeholders for the files it writes into the run folder (runner.demo): checked when
@@ -87,9 +87,9 @@ def check_command_line(
     (the demo's; ``<log_path>/…`` ones are files it generates, checked when written);
     ``own_check(keys, defaults)``: the command's own checks of the options' values, right after
     the keys'."""
+    from tbconsole.harbor.taskset import TaskSetError, discover
     from tbconsole.runner.optionkeys import OptionsError, check_keys
     from tbconsole.runner.trials import TrialConfigError, environment_of, read_trial_json
-    from tbconsole.taskset import TaskSetError, discover
 
     defaults = defaults or {}
     check_keys(keys, defaults)
@@ -185,8 +185,8 @@ def check_tasks(task_dirs: list[Path], environment: dict, option: str) -> None:
     """Every task must be runnable where its trials will run: the same rule ``tbconsole tasks``
     prints. The local sandbox cannot build or pull a container image; no environment can score a
     task without ``tests/test.sh``."""
+    from tbconsole.harbor.taskset import TaskSetError, load
     from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
-    from tbconsole.taskset import TaskSetError, load
 
     local = environment.get("import_path") == LOCAL_SANDBOX and not environment.get("type")
     refused: list[str] = []
@@ -233,7 +233,7 @@ def check_sandbox(environment: dict) -> None:
 
 def check_disk(log_path: Path) -> None:
     """Refuse a run whose folder's disk is (nearly) full, with what is free and what is needed."""
-    from tbconsole.diskspace import DiskSpaceError, check_free
+    from tbconsole.runs.diskspace import DiskSpaceError, check_free
 
     try:
         check_free(log_path)

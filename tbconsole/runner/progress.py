@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from tbconsole import events as ev
 from tbconsole.advisories import Thresholds
-from tbconsole.formatting import format_clock
-from tbconsole.inert import inert_event
+from tbconsole.common.formatting import format_clock
+from tbconsole.common.inert import inert_event
+from tbconsole.record import events as ev
 
 SOLVED_REWARD = Thresholds().solved_reward  # the no-signal advisory's default: reward 1 is solved
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbconsole.capturefile import ReplyText, reply_text
+from tbconsole.record.capturefile import ReplyText, reply_text
 
 _log = logging.getLogger(__name__)
 

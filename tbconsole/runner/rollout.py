@@ -34,10 +34,10 @@ from tinker_cookbook.completers import TokensWithLogprobs
 from tinker_cookbook.rl.rollout_strategy import RolloutResult, RolloutStrategy
 from tinker_cookbook.rl.types import Trajectory, Transition
 
-from tbconsole import runfolder
-from tbconsole.control import RunControl
-from tbconsole.enums import Decision, FailureKind, LogLevel, TrialPhase
-from tbconsole.events import (
+from tbconsole.record import runfolder
+from tbconsole.record.control import RunControl
+from tbconsole.record.enums import Decision, FailureKind, LogLevel, TrialPhase
+from tbconsole.record.events import (
     BatchStarted,
     ErrorRaised,
     Event,

@@ -25,9 +25,10 @@ from tinker_cookbook import checkpoint_utils
 from tinker_cookbook.rl import train as rl_train
 from tinker_cookbook.utils import ml_log
 
-from tbconsole.control import ControlInbox, RunControl
-from tbconsole.enums import LogLevel, RunStatus
-from tbconsole.events import (
+from tbconsole.common.inert import strip_ansi
+from tbconsole.record.control import ControlInbox, RunControl
+from tbconsole.record.enums import LogLevel, RunStatus
+from tbconsole.record.events import (
     BatchEnded,
     CheckpointSaved,
     ErrorRaised,
@@ -39,8 +40,7 @@ from tbconsole.events import (
     read_events_of,
     redact,
 )
-from tbconsole.inert import strip_ansi
-from tbconsole.notify import Notifier
+from tbconsole.record.notify import Notifier
 from tbconsole.runner import health
 from tbconsole.runner.admission import ADMISSION_KINDS, TaskAdmissions, task_families
 from tbconsole.runner.advise import AdvisoryWatcher

@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 from tinker_cookbook.rl.rollout_strategy import RolloutResult, RolloutStrategy
 
-from tbconsole.runfolder import RunFolder, trial_id
+from tbconsole.record.runfolder import RunFolder, trial_id
 
 logger = logging.getLogger(__name__)
 

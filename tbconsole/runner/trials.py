@@ -23,7 +23,7 @@ what that agent takes (``AGENT_RULES``), or refused before the run with the key 
   ``temperature``.
 
 ``{agents}`` and ``{venv}`` in any string are this machine's agent-CLI folder and Python
-environment (``tbconsole.agents``), so a trial.json that runs them in the local sandbox works
+environment (``tbconsole.harbor.agents``), so a trial.json that runs them in the local sandbox works
 from any clone; a claude-code or codex trial that uses ``{agents}`` is refused before the run
 when that CLI is not installed there.
 
@@ -38,11 +38,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tbconsole import agents as agent_clis
+from tbconsole.harbor import agents as agent_clis
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 
 PROXY_KEYS = ("proxy_url", "proxy_api_key")
-LOCAL_PATH_KEYS = ("agents", "venv")  # filled when trial.json is read (tbconsole.agents)
+LOCAL_PATH_KEYS = ("agents", "venv")  # filled when trial.json is read (tbconsole.harbor.agents)
 TRAINING_LABEL = "harbor.trial_config"  # how error messages name the file (the training option)
 
 

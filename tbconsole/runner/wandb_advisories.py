@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, EventBus
+    from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised, Event, EventBus
 
 COLUMNS: list[Any] = ["time", "step", "key", "rule", "severity", "state", "message", "threshold", "value"]
 TABLE_KEY = "advisories"
@@ -56,7 +56,7 @@ class WandbAdvisories:
         self._guarded(lambda: self.run.summary.__setitem__(ACTIVE_KEY, 0))
 
     def __call__(self, event: Event) -> None:
-        from tbconsole.events import AdvisoryCleared, AdvisoryRaised
+        from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised
 
         if isinstance(event, AdvisoryRaised | AdvisoryCleared):
             self._guarded(lambda: self._log(event))
@@ -73,7 +73,7 @@ class WandbAdvisories:
     def _log(self, event: AdvisoryRaised | AdvisoryCleared) -> None:
         import wandb
 
-        from tbconsole.events import AdvisoryRaised
+        from tbconsole.record.events import AdvisoryRaised
 
         when = datetime.fromtimestamp(event.ts, UTC).isoformat(timespec="seconds")
         if isinstance(event, AdvisoryRaised):

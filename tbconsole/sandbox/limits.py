@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.cpushare import SANDBOX_SESSION_NICE, lower_cgroup_weight
+from tbconsole.common.cpushare import SANDBOX_SESSION_NICE, lower_cgroup_weight
 from tbconsole.sandbox.processes import start_time
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from tbconsole import atomic
+from tbconsole.common import atomic
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.processes import kill_tree, process_alive, start_time
 from tbconsole.sandbox.spec import DEFAULT_ROOT

@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tbconsole.cpushare import SANDBOX_SESSION_NICE, lower_session_weight
-from tbconsole.procgroup import kill_group
+from tbconsole.common.cpushare import SANDBOX_SESSION_NICE, lower_session_weight
+from tbconsole.common.procgroup import kill_group
 from tbconsole.sandbox.processes import descendants, kill
 
 OutputSink = Callable[[str, str], Awaitable[None]]

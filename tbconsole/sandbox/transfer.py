@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from tbconsole import atomic
+from tbconsole.common import atomic
 from tbconsole.sandbox.spec import ExecOutcome, SandboxError
 
 # Runs a shell command inside as root from "/", with these bytes (or nothing) on its stdin.

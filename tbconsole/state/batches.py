@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from tbconsole.enums import LogLevel, PanelName, TrialOutcome
-from tbconsole.enums import TrialPhase as Phase
-from tbconsole.events import (
+from tbconsole.common.inert import inert_event, inert_value
+from tbconsole.record.enums import LogLevel, PanelName, TrialOutcome
+from tbconsole.record.enums import TrialPhase as Phase
+from tbconsole.record.events import (
     BatchEnded,
     BatchStarted,
     CaptureLost,
@@ -20,7 +21,6 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
-from tbconsole.inert import inert_event, inert_value
 from tbconsole.state.model import (
     KEEP_STEPS,
     MAX_TEXT,

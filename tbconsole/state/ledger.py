@@ -18,8 +18,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from tbconsole.enums import GroupSignal
-from tbconsole.events import Event, GroupEnded, GroupStarted, TrialEnded
+from tbconsole.record.enums import GroupSignal
+from tbconsole.record.events import Event, GroupEnded, GroupStarted, TrialEnded
 
 # The demo's variants, 014-count-lines-100 (materialized: the run's order, then the variant's
 # number) -> count-lines; a TB2 name such as fix-git has no match and is its own family.

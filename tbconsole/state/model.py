@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbconsole.enums import ControlState, PanelName, TrialPhase
-from tbconsole.events import CheckpointSaved, DecisionMade, ErrorRaised, ProxyRequest
+from tbconsole.record.enums import ControlState, PanelName, TrialPhase
+from tbconsole.record.events import CheckpointSaved, DecisionMade, ErrorRaised, ProxyRequest
 from tbconsole.state.ledger import Ledger, family_by_name
 
 KEEP_STEPS = 3  # steps whose trials (and their turn lists) stay in memory

@@ -1,4 +1,4 @@
-"""The reducer: ``reduce(state, event)`` folds one ``tbconsole.events`` event into a ``RunState``.
+"""The reducer: ``reduce(state, event)`` folds one ``tbconsole.record.events`` event into a ``RunState``.
 
 It returns the same object, updated in place: a flood of events must not copy the world each
 time. Live, attach and replay all build their view with it. Run-level events are folded here;
@@ -14,8 +14,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tbconsole.enums import ControlState, LogLevel, PanelName, RunStatus
-from tbconsole.events import (
+from tbconsole.common.inert import inert_event
+from tbconsole.record.enums import ControlState, LogLevel, PanelName, RunStatus
+from tbconsole.record.events import (
     AdvisoryCleared,
     AdvisoryRaised,
     BatchEnded,
@@ -41,7 +42,6 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
-from tbconsole.inert import inert_event
 from tbconsole.state.batches import (
     add_log,
     batch_ended,
@@ -63,7 +63,7 @@ from tbconsole.state.model import PANELS, TREND_LEN, Advisory, EvaluationState, 
 
 def reduce(state: RunState, event: Event) -> RunState:
     """Fold one event into the state (in place) and return it. The event's text is made inert
-    first (``tbconsole.inert``), all but its paths and ids (``RAW`` fields: trial folders, the run
+    first (``tbconsole.common.inert``), all but its paths and ids (``RAW`` fields: trial folders, the run
     folder, trial ids, task names), which the state keeps as the runner wrote them so that files
     are found and commands name the real task; views draw those through ``plain``."""
     event = inert_event(event, keep_raw=True)

@@ -50,11 +50,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbconsole import enums, events, inert
-from tbconsole.atomic import write_bytes
-from tbconsole.enums import SnapshotProblem
-from tbconsole.events import BatchStarted, Event, EventsReader, from_body
-from tbconsole.runfolder import RunFolder
+from tbconsole.common import inert
+from tbconsole.common.atomic import write_bytes
+from tbconsole.record import enums, events
+from tbconsole.record.enums import SnapshotProblem
+from tbconsole.record.events import BatchStarted, Event, EventsReader, from_body
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import batches, model, reducer
 from tbconsole.state.model import PANELS, RunState
 from tbconsole.state.reducer import reduce
@@ -306,7 +307,7 @@ def _events_mark(fd: int, offset: int) -> dict[str, Any]:
 
 def write_snapshot(state: RunState, reader: EventsReader) -> Path:
     """``state``, folded from every event ``reader`` has read, as the snapshot of its file at
-    ``reader.offset``, written whole (``tbconsole.atomic``). Raises OSError."""
+    ``reader.offset``, written whole (``tbconsole.common.atomic``). Raises OSError."""
     handle = reader.open()
     if handle is None:
         raise FileNotFoundError(reader.path)

@@ -1,4 +1,4 @@
-"""Capture files for synthetic runs, in the proxy's line format (``tbconsole.capturefile``), so
+"""Capture files for synthetic runs, in the proxy's line format (``tbconsole.record.capturefile``), so
 that tests, fixtures and benchmarks read transcripts the way a real run's are read.
 
 A synthetic run registers each captured turn's text here (``add``); the caller decides when the
@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from tbconsole.capturefile import CAPTURE_VERSION
-from tbconsole.events import ProxyRequest
-from tbconsole.runfolder import RunFolder
-from tbconsole.tokenizerfile import tokenizer_path
+from tbconsole.common.tokenizerfile import tokenizer_path
+from tbconsole.record.capturefile import CAPTURE_VERSION
+from tbconsole.record.events import ProxyRequest
+from tbconsole.record.runfolder import RunFolder
 
 _LOADED: dict[str, Any] = {}  # tokenizer file → tokenizer: loaded once per process
 

@@ -20,9 +20,9 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tbconsole.enums import ControlState, Decision, DecisionBy, FailureKind, LogLevel, RunStatus, TrialOutcome
-from tbconsole.enums import TrialPhase as Phase
-from tbconsole.events import (
+from tbconsole.record.enums import ControlState, Decision, DecisionBy, FailureKind, LogLevel, RunStatus, TrialOutcome
+from tbconsole.record.enums import TrialPhase as Phase
+from tbconsole.record.events import (
     BatchEnded,
     BatchStarted,
     CaptureLost,
@@ -45,7 +45,7 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
-from tbconsole.runfolder import RunFolder, trial_id
+from tbconsole.record.runfolder import RunFolder, trial_id
 from tbconsole.synthetic.captures import SyntheticCaptures
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

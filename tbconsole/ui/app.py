@@ -33,9 +33,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from tbconsole.control import ControlError
-from tbconsole.enums import AdvisorySeverity, ControlCommand, ControlState, PanelName, RunnerState, RunStatus
-from tbconsole.lease import LeaseView
+from tbconsole.record.control import ControlError
+from tbconsole.record.enums import AdvisorySeverity, ControlCommand, ControlState, PanelName, RunnerState, RunStatus
+from tbconsole.record.lease import LeaseView
 from tbconsole.state import PANELS, RunState
 from tbconsole.ui.bell import BellInbox
 from tbconsole.ui.data.settings import remember_theme, remembered_theme, settings_file

@@ -1,5 +1,5 @@
 """The terminal bell for what needs someone now: a decision to make, a run that ended failed, an
-advisory of severity error (the events ``tbconsole.notify`` tells a command about). Live events
+advisory of severity error (the events ``tbconsole.record.notify`` tells a command about). Live events
 only: an event older than the console (a resumed run's earlier events, an attached run's file
 read from its start, a replay) never rings."""
 
@@ -9,9 +9,9 @@ import threading
 import time
 from collections.abc import Iterable
 
-from tbconsole.enums import RunStatus
-from tbconsole.events import AdvisoryCleared, AdvisoryRaised, Event, RunEnded
-from tbconsole.notify import ADVISORY, RUN_ENDED, attention
+from tbconsole.record.enums import RunStatus
+from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised, Event, RunEnded
+from tbconsole.record.notify import ADVISORY, RUN_ENDED, attention
 from tbconsole.ui.data.source import Inbox
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from textual.app import App
 
-from tbconsole.compare import Comparison, RunReading, build
+from tbconsole.runs.compare import Comparison, RunReading, build
 from tbconsole.ui.screens.compare import CompareScreen
 from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, load_themes
 

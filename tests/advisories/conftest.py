@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import events as ev
-from tbconsole.events import read_events
+from tbconsole.record import events as ev
+from tbconsole.record.events import read_events
 
 RECORDED = Path(__file__).resolve().parents[1] / "ui" / "fixtures" / "demo-run" / "events.jsonl"
 

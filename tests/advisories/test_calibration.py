@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import events as ev
 from tbconsole.advisories import RULES, Thresholds, replay
 from tbconsole.advisories import facts as facts_module
 from tbconsole.advisories.training import ENTROPY, KL, KL_BASE, REWARD, TOKENS_PER_REPLY
-from tbconsole.enums import AdvisorySeverity
-from tbconsole.events import decode, read_events
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.events import decode, read_events
 
 from conftest import RECORDED, Stream
 

@@ -3,10 +3,10 @@ data agree, nothing stalls; and the run's own watcher wrote what the rules say."
 
 import pytest
 
-from tbconsole import events as ev
 from tbconsole.advisories import Advisor, replay
-from tbconsole.events import read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.record import events as ev
+from tbconsole.record.events import read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import read_capture_file
 from tbconsole.state.ledger import family_by_name
 

@@ -6,12 +6,12 @@ import contextlib
 import errno
 import itertools
 
-from tbconsole import events as ev
 from tbconsole.advisories import Thresholds
 from tbconsole.advisories.disk import FILLING
-from tbconsole.events import EventBus, read_events
 from tbconsole.proxy.capture import CapturedTurn, CaptureWriter
-from tbconsole.runfolder import RunFolder
+from tbconsole.record import events as ev
+from tbconsole.record.events import EventBus, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import AdvisoryWatcher
 
 from conftest import raised

@@ -2,10 +2,10 @@
 runner measures at each step's end) over the steps the run has to go, on a synthetic run's events
 with those measures where the runner feeds them."""
 
-from tbconsole import events as ev
 from tbconsole.advisories import replay
 from tbconsole.advisories.disk import FILLING
 from tbconsole.advisories.facts import DiskSample, RunFolderSize
+from tbconsole.record import events as ev
 from tbconsole.synthetic.run import synthetic_run
 
 from conftest import raised

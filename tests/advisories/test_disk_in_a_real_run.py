@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import diskspace
-from tbconsole.events import read_events
+from tbconsole.record.events import read_events
+from tbconsole.runs import diskspace
 
 SMALL = [
     "config.dataset_builder.groups_per_batch=1",

@@ -1,12 +1,12 @@
 """gateway-latency, gateway-probes, sdk-retries, disk; and the Advisor's own promises (a rule that
 crashes is turned off once, advisories are raised again only when they change, rules can be off)."""
 
-from tbconsole import events as ev
 from tbconsole.advisories import Advisor, Thresholds, replay
 from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.disk import FILLING
 from tbconsole.advisories.facts import DiskSample, SdkRetry
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 from conftest import cleared, raised
 

@@ -4,7 +4,7 @@ window; advise.off=reward-hacking turns the three reward-hacking watches off."""
 
 from tbconsole.advisories import RULES, Thresholds, problems, replay
 from tbconsole.advisories.hacking import MAX_SHOWN
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record.enums import AdvisorySeverity
 
 from conftest import cleared, raised
 

@@ -1,8 +1,8 @@
 """no-signal and limits over the recorded demo run and constructed steps."""
 
-from tbconsole import events as ev
 from tbconsole.advisories import Thresholds, replay
-from tbconsole.enums import AdvisorySeverity, TrialOutcome
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity, TrialOutcome
 
 from conftest import cleared, raised
 

@@ -1,8 +1,8 @@
 """stalled and past-timeout: time-based rules, driven by the stream's own clock."""
 
-from tbconsole import events as ev
 from tbconsole.advisories import Advisor, Thresholds, replay
 from tbconsole.advisories.facts import AgentTimeout
+from tbconsole.record import events as ev
 
 from conftest import cleared, raised
 

@@ -3,10 +3,10 @@ record against the training data)."""
 
 import dataclasses
 
-from tbconsole import events as ev
 from tbconsole.advisories import Advisor, Thresholds, replay
 from tbconsole.advisories.facts import CaptureFile
-from tbconsole.enums import AdvisorySeverity
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
 
 from conftest import cleared, raised
 

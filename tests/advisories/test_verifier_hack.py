@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import events as ev
-from tbconsole import variants as V
-from tbconsole import warmup as W
 from tbconsole.advisories import Advisor
-from tbconsole.enums import AdvisorySeverity
-from tbconsole.events import read_events
+from tbconsole.demo import variants as V
+from tbconsole.demo import warmup as W
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.events import read_events
 from tbconsole.state import reduce_all
 
 pytestmark = pytest.mark.root

@@ -6,11 +6,11 @@ import io
 import logging
 import time
 
-from tbconsole import events as ev
 from tbconsole.advisories import Thresholds
-from tbconsole.events import EventBus, read_events
 from tbconsole.proxy.capture import CapturedTurn, CaptureWriter
-from tbconsole.runfolder import RunFolder
+from tbconsole.record import events as ev
+from tbconsole.record.events import EventBus, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import AdvisoryWatcher, RetrySpy, read_capture_file
 from tbconsole.runner.progress import ProgressLog
 

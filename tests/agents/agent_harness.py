@@ -178,9 +178,9 @@ async def run_trial(
     import tinker
     from tinker_cookbook.renderers import get_renderer
 
-    from tbconsole.control import RunControl
     from tbconsole.engine.embedded import EmbeddedEngine
     from tbconsole.engine.registry import load_tokenizer
+    from tbconsole.record.control import RunControl
     from tbconsole.runner.dataset import HarborGroupBuilder
     from tbconsole.runner.rollout import RunContext, run_group
     from tbconsole.runner.trials import load_template

@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from tbconsole import agents
+from tbconsole.harbor import agents
 from tbconsole.proxy import read_capture
 
 from agent_harness import EXAMPLES, first_call_facts, run_trial

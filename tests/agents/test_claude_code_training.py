@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import agents
-from tbconsole.events import read_events
+from tbconsole.harbor import agents
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.proxy import read_capture
-from tbconsole.taskset import BUNDLED_TASKS_DIR
+from tbconsole.record.events import read_events
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tbconsole import agents
+from tbconsole.harbor import agents
 from tbconsole.runner.trials import load_template
 
 from agent_harness import EXAMPLES

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from tbconsole.taskset import BUNDLED_TASKS_DIR
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 
 SCRIPT = """
 import argparse, sys

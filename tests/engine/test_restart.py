@@ -273,7 +273,7 @@ def test_journal_stays_bounded(tmp_path):
 
 
 def test_stale_sessions_are_pruned_at_startup(tmp_path):
-    from tbconsole import atomic
+    from tbconsole.common import atomic
     from tbconsole.engine.journal import STALE_AFTER_S, Journal
 
     j = Journal(tmp_path)

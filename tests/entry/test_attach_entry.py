@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import events as ev
+from tbconsole.common.formatting import command_line
 from tbconsole.entry import attach
 from tbconsole.entry.main import main
-from tbconsole.formatting import command_line
-from tbconsole.runfolder import NotARun, is_run_folder, run_events
+from tbconsole.record import events as ev
+from tbconsole.record.runfolder import NotARun, is_run_folder, run_events
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tbconsole.demo import recipe as demo
 from tbconsole.entry import run as entry_run
 from tbconsole.entry.train import run_demo
-from tbconsole.lease import Lease
-from tbconsole.runner import demo
-from tbconsole.taskset import BUNDLED_TASKS_DIR
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
+from tbconsole.record.lease import Lease
 
 pytestmark = pytest.mark.timeout(300)
 

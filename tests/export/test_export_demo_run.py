@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from tbconsole.entry.main import main
-from tbconsole.events import GroupEnded, TrialEnded, read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.events import GroupEnded, TrialEnded, read_events
+from tbconsole.record.runfolder import RunFolder
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
 

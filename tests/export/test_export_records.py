@@ -7,14 +7,14 @@ import json
 import orjson
 import pytest
 
-from tbconsole.capturefile import CAPTURE_VERSION
 from tbconsole.entry.main import main
-from tbconsole.events import GroupEnded, GroupStarted, HeldOutEvent, TrialEnded
 from tbconsole.export.atif import atif_trajectory
 from tbconsole.export.conversation import read_conversation
 from tbconsole.export.records import _Decoder
 from tbconsole.export.sharegpt import sharegpt_record
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.capturefile import CAPTURE_VERSION
+from tbconsole.record.events import GroupEnded, GroupStarted, HeldOutEvent, TrialEnded
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.synthetic.run import record_run
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.enums import TrialOutcome
-from tbconsole.taskset import BUNDLED_TASKS_DIR, discover, load
-from tbconsole.trial import build_trial_config, run_trial
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR, discover, load
+from tbconsole.record.enums import TrialOutcome
+from tbconsole.runner.single_trial import build_trial_config, run_trial
 from tbconsole.ui.data.trialfiles import load_trial_files
 
 from tests_support import pids_with

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from tbconsole import offline
+from tbconsole.common import offline
 
 offline.apply_embedded_defaults()
 

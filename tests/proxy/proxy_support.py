@@ -12,9 +12,9 @@ from typing import Any
 
 from tinker_cookbook.renderers.base import Message, ToolCall
 
-from tbconsole.events import Event
 from tbconsole.proxy import CaptureProxy
 from tbconsole.proxy.scripted import ScriptedSampler
+from tbconsole.record.events import Event
 
 BASH_TOOL = {
     "type": "function",

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tbconsole.events import EventBus, read_events
 from tbconsole.proxy import CaptureError, read_capture
 from tbconsole.proxy.scripted import Scripted, reply_tokens
+from tbconsole.record.events import EventBus, read_events
 
 from proxy_support import text_reply
 

@@ -32,12 +32,12 @@ from tinker_cookbook.renderers import get_renderer
 from tinker_cookbook.renderers.base import Message, ToolCall
 from tinker_cookbook.rl.data_processing import trajectory_to_data
 
-from tbconsole.enums import NewDatum
 from tbconsole.proxy.capture import CapturedTurn
 from tbconsole.proxy.continuity import Continuity, same_reply
 from tbconsole.proxy.render import IncrementalRenderer, full_render
 from tbconsole.proxy.reply import parse_reply
 from tbconsole.proxy.scripted import reply_tokens
+from tbconsole.record.enums import NewDatum
 from tbconsole.runner.datums import conversation_order, datum_stats
 from tbconsole.runner.rollout import to_trajectory
 

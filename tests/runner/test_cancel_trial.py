@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from tbconsole.control import ControlClient, ControlError, ControlInbox, RunControl
-from tbconsole.enums import FailureKind, TrialOutcome, TrialPhase
-from tbconsole.events import LogLine, TrialEnded
+from tbconsole.record.control import ControlClient, ControlError, ControlInbox, RunControl
+from tbconsole.record.enums import FailureKind, TrialOutcome, TrialPhase
+from tbconsole.record.events import LogLine, TrialEnded
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import run_group
 
@@ -120,9 +120,10 @@ async def wait_for(pilot, predicate, what: str, timeout: float) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_cancel_from_the_console_then_retry_group(tmp_path, sandbox_root, monkeypatch):
+    from tbconsole.demo import recipe as demo
     from tbconsole.engine.registry import register_with_cookbook
-    from tbconsole.events import EventBus, read_events
-    from tbconsole.runner import demo, train
+    from tbconsole.record.events import EventBus, read_events
+    from tbconsole.runner import train
     from tbconsole.runner.options import parse
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import BusSource, LocalControls

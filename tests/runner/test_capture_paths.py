@@ -3,7 +3,7 @@ attempt (trial ids ending -rN) has its own capture folder, and its trials resolv
 
 from pathlib import Path
 
-from tbconsole.control import RunControl
+from tbconsole.record.control import RunControl
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.rollout import RunContext, claim_attempt
 from tbconsole.runner.trials import ProxySettings, TrialTemplate
@@ -46,7 +46,7 @@ def test_an_attempt_never_reuses_a_claimed_capture_folder(tmp_path):
 
 
 def test_a_trial_id_reads_back_as_its_place():
-    from tbconsole.runfolder import attempt_of, trial_id, trial_place
+    from tbconsole.record.runfolder import attempt_of, trial_id, trial_place
 
     for task in ("count-lines-081", "x.s9g9t9", "a.b-c"):
         for step, group, k, attempt in ((0, 0, 0, 0), (12, 3, 7, 2), (999, 31, 15, 1)):

@@ -1,7 +1,7 @@
 """Every checkpoint the run saves is announced: the cookbook's periodic saves (made inside its
 loop), the final one, and a clean stop's — through the real SDK against the local engine."""
 
-from tbconsole.events import CheckpointSaved
+from tbconsole.record.events import CheckpointSaved
 from tbconsole.runner.train import PublishingCheckpointManager
 
 

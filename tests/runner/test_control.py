@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from tbconsole.control import ControlClient, ControlError, ControlInbox, RunControl
-from tbconsole.events import ControlChanged, DecisionMade
+from tbconsole.record.control import ControlClient, ControlError, ControlInbox, RunControl
+from tbconsole.record.events import ControlChanged, DecisionMade
 
 
 async def until(condition, limit: int = 10_000) -> None:

@@ -2,8 +2,8 @@
 
 import pytest
 
+from tbconsole.demo import recipe as demo
 from tbconsole.engine.registry import register_with_cookbook
-from tbconsole.runner import demo
 from tbconsole.runner.optionkeys import OptionsError
 from tbconsole.runner.options import parse
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.lease import Lease
-from tbconsole.runner import demo
+from tbconsole.demo import recipe as demo
+from tbconsole.record.lease import Lease
 
 pytestmark = pytest.mark.timeout(120)
 

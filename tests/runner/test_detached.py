@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.enums import RunnerState
-from tbconsole.events import ControlChanged, read_events
-from tbconsole.formatting import command_line
-from tbconsole.lease import read_lease
-from tbconsole.runfolder import RunFolder
+from tbconsole.common.formatting import command_line
+from tbconsole.record.enums import RunnerState
+from tbconsole.record.events import ControlChanged, read_events
+from tbconsole.record.lease import read_lease
+from tbconsole.record.runfolder import RunFolder
 
 from tests_support import TmuxServer, pids_with, wait_until
 

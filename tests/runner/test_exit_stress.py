@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.control import RunControl
-from tbconsole.events import EventBus, read_events
+from tbconsole.record.control import RunControl
+from tbconsole.record.events import EventBus, read_events
 from tbconsole.runner import train
 from tbconsole.runner.options import parse
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.events import read_events
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.proxy import read_capture
-from tbconsole.taskset import BUNDLED_TASKS_DIR
+from tbconsole.record.events import read_events
 
 from healthz_server import healthz_server
 from tests_support import missing

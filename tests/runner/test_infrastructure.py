@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.enums import FailureKind
-from tbconsole.events import TrialEnded
 from tbconsole.proxy import read_capture
+from tbconsole.record.enums import FailureKind
+from tbconsole.record.events import TrialEnded
 from tbconsole.runner.health import GatewayWatch
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, run_group
@@ -254,10 +254,11 @@ async def test_the_engine_killed_mid_batch_then_restarted_retry_group_trains_the
     import json
     import signal
 
-    from tbconsole.control import RunControl
+    from tbconsole.demo import recipe as demo
     from tbconsole.engine.registry import register_with_cookbook
-    from tbconsole.events import EventBus, read_events
-    from tbconsole.runner import demo, train
+    from tbconsole.record.control import RunControl
+    from tbconsole.record.events import EventBus, read_events
+    from tbconsole.runner import train
     from tbconsole.runner.options import parse
 
     register_with_cookbook()  # as the command line does: local model names resolve

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import variants as V
-from tbconsole import warmup as W
-from tbconsole.runfolder import RunFolder
-from tbconsole.runner.demo import HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
+from tbconsole.demo import variants as V
+from tbconsole.demo import warmup as W
+from tbconsole.demo.recipe import HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
+from tbconsole.record.runfolder import RunFolder
 
 from tests_support import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
@@ -58,7 +58,7 @@ def trained_batches(log: Path) -> dict[int, list[tuple[list, float]]]:
     """Per step, each scored trial's captured turns and its advantage (reward minus its group's
     mean, as the cookbook computes it), from the groups that trained (the attempt that ended ok)."""
     from tbconsole.proxy.capture import read_capture
-    from tbconsole.runfolder import RunFolder
+    from tbconsole.record.runfolder import RunFolder
 
     events = [json.loads(line) for line in (log / "events.jsonl").read_text().splitlines()]
     trials = {(e["step"], e["group"]): e["trials"] for e in events if e["kind"] == "group.started"}

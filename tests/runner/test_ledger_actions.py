@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.control import ControlError, RunControl
-from tbconsole.enums import AdmissionBy, ControlCommand
-from tbconsole.events import BatchStarted, EventBus, GroupEnded, GroupStarted, TaskAdmission, read_events
+from tbconsole.record.control import ControlError, RunControl
+from tbconsole.record.enums import AdmissionBy, ControlCommand
+from tbconsole.record.events import BatchStarted, EventBus, GroupEnded, GroupStarted, TaskAdmission, read_events
 from tbconsole.runner.admission import LedgerOptions, TaskAdmissions, task_families
 from tbconsole.runner.schedule import Change, Schedule, round_robin
 

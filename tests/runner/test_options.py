@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
+from tbconsole.common.formatting import command_line
 from tbconsole.entry import run as entry_run
 from tbconsole.entry.train import choose_console, run_train
-from tbconsole.formatting import command_line
+from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.runner.optionkeys import OptionsError
 from tbconsole.runner.options import parse, resolve_renderer_name
-from tbconsole.taskset import BUNDLED_TASKS_DIR
 
 from healthz_server import healthz_server
 

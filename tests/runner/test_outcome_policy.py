@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.control import RunControl
-from tbconsole.enums import ControlState, TrialOutcome
-from tbconsole.events import TrialEnded
+from tbconsole.record.control import RunControl
+from tbconsole.record.enums import ControlState, TrialOutcome
+from tbconsole.record.events import TrialEnded
 from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, run_group

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from tbconsole.enums import FailureKind
 from tbconsole.proxy import TrialStats
+from tbconsole.record.enums import FailureKind
 from tbconsole.runner.outcomes import classify, infrastructure_failure
 
 

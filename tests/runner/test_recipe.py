@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.events import read_events
 from tbconsole.proxy import read_capture
+from tbconsole.record.events import read_events
 
 from tests_support import sandbox_cgroups_of
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tbconsole.capturefile import ReplyText, ToolCallText
+from tbconsole.record.capturefile import ReplyText, ToolCallText
 from tbconsole.runner.replies import (
     read_replies,
     reply_commands,

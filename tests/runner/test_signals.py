@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from tbconsole.control import RunControl
 from tbconsole.entry.run import SignalStop
-from tbconsole.enums import ControlState, RunnerState, RunStatus
-from tbconsole.events import LogLine, read_events
-from tbconsole.lease import read_lease
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.control import RunControl
+from tbconsole.record.enums import ControlState, RunnerState, RunStatus
+from tbconsole.record.events import LogLine, read_events
+from tbconsole.record.lease import read_lease
+from tbconsole.record.runfolder import RunFolder
 
 from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait_mid_batch
 from tests_support import pids_with, sandbox_cgroups_of, wait_until

@@ -13,7 +13,7 @@ from tinker_cookbook.rl.data_processing import trajectory_to_data
 from tinker_cookbook.rl.rollout_strategy import RolloutResult
 from tinker_cookbook.rl.types import Trajectory, Transition
 
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.trainer_logprobs import TrainerLogprobs, _digest, plan_datums
 
 # Turn 1 extends turn 0 (prompt = turn 0's prompt + output + more); turn 2 starts afresh.

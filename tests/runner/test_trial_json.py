@@ -199,7 +199,7 @@ def test_local_paths_are_filled_and_a_missing_cli_is_named(tmp_path, monkeypatch
 def test_tbconsole_trial_reads_trial_json_as_training_does(tmp_path):
     """``tbconsole trial --trial-config`` goes through the same loader: the seed's keys are
     translated (Harbor's mini-swe-agent would refuse max_seq_len), placeholders are filled."""
-    from tbconsole.trial import build_trial_config, load_trial_config
+    from tbconsole.runner.single_trial import build_trial_config, load_trial_config
 
     path = _write(tmp_path, SEED_TRIAL)
     template = load_trial_config(path, {"proxy_url": "http://gateway:1", "proxy_api_key": "k"})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.events import AdvisoryCleared, AdvisoryRaised, EventBus, LogLine
+from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised, EventBus, LogLine
 from tbconsole.runner.wandb_advisories import ACTIVE_KEY, COLUMNS, TABLE_KEY, WandbAdvisories
 
 pytestmark = pytest.mark.timeout(300)
@@ -178,7 +178,7 @@ def test_the_demo_runs_metrics_and_advisories_are_in_its_offline_wandb_run(demo_
         assert all(same(mine[k], theirs[k]) for k in theirs), row["step"]
     assert any(k.startswith("env/") and k.count("/") >= 2 for k in rows[0])  # per-task figures among them
 
-    from tbconsole import events as ev
+    from tbconsole.record import events as ev
 
     # Each advisory the run raised or cleared (a fresh demo raises at most information: a step's
     # groups without signal, when chance gives it some), in order; none: no table, 0 standing.

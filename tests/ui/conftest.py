@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole.events import read_events
+from tbconsole.record.events import read_events
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T_FIXED = 1_767_225_600.0 + 400  # the fake clock of app tests (the synthetic run starts at T0)

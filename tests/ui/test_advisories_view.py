@@ -10,8 +10,8 @@ import pytest
 from test_state_advisories import KL, LOST_TRIAL, _raise, with_advisories
 from test_ui_snapshots import settle
 
-from tbconsole.enums import AdvisorySeverity
-from tbconsole.events import AdvisoryCleared
+from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.events import AdvisoryCleared
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource, Replay

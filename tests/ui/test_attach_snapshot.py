@@ -6,9 +6,9 @@ the snapshot damaged it reads the run from its start, to the same state."""
 import pytest
 
 from tbconsole.entry.attach import attach_app
-from tbconsole.enums import SnapshotProblem
-from tbconsole.events import BatchStarted
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.enums import SnapshotProblem
+from tbconsole.record.events import BatchStarted
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import SnapshotWriter, encode
 from tbconsole.synthetic.run import synthetic_run, write_jsonl

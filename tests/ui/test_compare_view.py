@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from tbconsole.compare import RunReading
+from tbconsole.runs.compare import RunReading
 from tbconsole.ui.compare_app import CompareApp
 from tbconsole.ui.present.plotmath import OVERLAP, overlay
 from tbconsole.ui.widgets.compare import TrendPlots

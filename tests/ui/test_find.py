@@ -9,9 +9,9 @@ import pytest
 from test_group_view import GROUP_RUN, run_events, settle
 from textual.widgets import Input
 
-from tbconsole.capturefile import CaptureRecord, MessageText, ReplyText, ToolCallText
-from tbconsole.events import GroupStarted, read_events
-from tbconsole.runfolder import RunFolder, trial_id
+from tbconsole.record.capturefile import CaptureRecord, MessageText, ReplyText, ToolCallText
+from tbconsole.record.events import GroupStarted, read_events
+from tbconsole.record.runfolder import RunFolder, trial_id
 from tbconsole.synthetic.run import record_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.captures import captured_refs, captured_steps, search_run

@@ -9,14 +9,14 @@ import threading
 import pytest
 
 from tbconsole.entry.attach import closing_summary
-from tbconsole.events import BatchStarted, Event, EventsReader
-from tbconsole.lease import read_lease
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.events import BatchStarted, Event, EventsReader
+from tbconsole.record.lease import read_lease
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state import snapshot as snapshot_module
 from tbconsole.state.snapshot import encode, write_snapshot
+from tbconsole.state.timeline import StepReader
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
-from tbconsole.timeline import StepReader
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import FileReplay, Replay, index_steps, step_marks
 from tbconsole.ui.present.wording import exit_summary

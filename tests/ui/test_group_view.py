@@ -13,9 +13,9 @@ import pytest
 from tinker_cookbook.rl.data_processing import compute_advantages
 from tinker_cookbook.rl.types import Trajectory, TrajectoryGroup
 
-from tbconsole.capturefile import CaptureRecord, ReplyText, ToolCallText
-from tbconsole.events import GroupStarted, RunStarted, TrialEnded, read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.capturefile import CaptureRecord, ReplyText, ToolCallText
+from tbconsole.record.events import GroupStarted, RunStarted, TrialEnded, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import GroupState, TrialState
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay

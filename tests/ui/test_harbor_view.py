@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from tbconsole.harborview import harbor_view
+from tbconsole.harbor.harborview import harbor_view
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource

@@ -7,7 +7,7 @@ held-out capture files under ``<log_path>/heldout/``."""
 import pytest
 
 from tbconsole.advisories.advisor import Advisor
-from tbconsole.events import (
+from tbconsole.record.events import (
     EvaluationStarted,
     GroupStarted,
     HeldOutEvent,
@@ -16,7 +16,7 @@ from tbconsole.events import (
     decode,
     read_events,
 )
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import decode as decode_snapshot
 from tbconsole.state.snapshot import encode as encode_snapshot
@@ -147,7 +147,7 @@ async def test_grid_row_and_enter_opens_a_heldout_transcript(tmp_path):
 
 
 def test_runner_wraps_the_heldout_groups_trial_events_and_passes_log_lines():
-    from tbconsole.events import ErrorRaised, LogLine, ProxyRequest
+    from tbconsole.record.events import ErrorRaised, LogLine, ProxyRequest
     from tbconsole.runner.heldout import _as_heldout
 
     out = []

@@ -8,7 +8,7 @@ still reads as a run. The console then opens every screen over it, and what reac
 is checked: no control character, no markup taken as markup. The summary printed on exit and
 the headless run log are checked alike.
 
-Paths and ids (``tbconsole.inert.RAW`` fields: trial ids, task names, trial folders) reach the
+Paths and ids (``tbconsole.common.inert.RAW`` fields: trial ids, task names, trial folders) reach the
 state as the runner wrote them, hostile text and all, so this is what checks that every view
 draws them inertly: the capture files are written under the hostile trial ids too (the
 transcript, the token view and find read them by those names), and the tour must visit every
@@ -31,13 +31,13 @@ from textual.screen import Screen
 from textual.strip import Strip
 
 import tbconsole.ui.screens
-from tbconsole import events as ev
-from tbconsole.compare import RunReading
-from tbconsole.enums import RunnerState
-from tbconsole.inert import CONTROL
-from tbconsole.lease import read_lease
-from tbconsole.runfolder import RunFolder
+from tbconsole.common.inert import CONTROL
+from tbconsole.record import events as ev
+from tbconsole.record.enums import RunnerState
+from tbconsole.record.lease import read_lease
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.progress import ProgressLog
+from tbconsole.runs.compare import RunReading
 from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import synthetic_run

@@ -13,10 +13,10 @@ import pytest
 from test_ledger import _group, _started, recorded
 from test_ui_snapshots import settle
 
-from tbconsole import events as ev
-from tbconsole.control import RunControl
-from tbconsole.enums import AdmissionBy, PanelName
-from tbconsole.runfolder import RunFolder
+from tbconsole.record import events as ev
+from tbconsole.record.control import RunControl
+from tbconsole.record.enums import AdmissionBy, PanelName
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import RunState, reduce_all
 from tbconsole.state.ledger import Admission, TaskRow
 from tbconsole.ui.app import ConsoleApp

@@ -9,10 +9,10 @@ import orjson
 import pytest
 from textual.geometry import Region
 
-from tbconsole.capturefile import read_records
-from tbconsole.control import RunControl
-from tbconsole.events import ControlChanged, RunEnded, RunStarted, read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.capturefile import read_records
+from tbconsole.record.control import RunControl
+from tbconsole.record.events import ControlChanged, RunEnded, RunStarted, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource, LocalControls, Replay
 from tbconsole.ui.screens.tokens import TokenScreen

@@ -6,7 +6,14 @@ import re
 import pytest
 from textual.geometry import Region
 
-from tbconsole.formatting import BYTE_UNITS, COMPACT_WIDTH, COUNT_UNITS, format_bytes, format_count, format_duration
+from tbconsole.common.formatting import (
+    BYTE_UNITS,
+    COMPACT_WIDTH,
+    COUNT_UNITS,
+    format_bytes,
+    format_count,
+    format_duration,
+)
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource

@@ -19,12 +19,12 @@ from urllib.parse import quote
 
 import pytest
 
-from tbconsole import events as ev
+from tbconsole.common.inert import CONTROL, RAW, inert_event, one_line, raw_fields
 from tbconsole.entry.main import main
-from tbconsole.enums import AdmissionBy, TrialOutcome, TrialPhase
-from tbconsole.harborview import harbor_executable, harbor_view
-from tbconsole.inert import CONTROL, RAW, inert_event, one_line, raw_fields
-from tbconsole.runfolder import RunFolder, trial_id
+from tbconsole.harbor.harborview import harbor_executable, harbor_view
+from tbconsole.record import events as ev
+from tbconsole.record.enums import AdmissionBy, TrialOutcome, TrialPhase
+from tbconsole.record.runfolder import RunFolder, trial_id
 from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.ui.app import ConsoleApp

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from tbconsole.events import StepMetrics, TrialEnded, read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.events import StepMetrics, TrialEnded, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay, TailSource
 from tbconsole.ui.screens.main import MainScreen

@@ -11,9 +11,9 @@ import orjson
 import pytest
 from textual.geometry import Region
 
-from tbconsole.capturefile import read_records
-from tbconsole.events import RunStarted, read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.capturefile import read_records
+from tbconsole.record.events import RunStarted, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state.reducer import reduce_all
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay

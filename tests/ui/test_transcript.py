@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 from make_fixtures import record_finished
 
-from tbconsole.capturefile import read_records
-from tbconsole.entry.bench_ui.transcript import TRIAL, long_trial_run
-from tbconsole.events import EventBus, ProxyRequest, TrialEnded
-from tbconsole.runfolder import RunFolder
+from tbconsole.bench.transcript import TRIAL, long_trial_run
+from tbconsole.record.capturefile import read_records
+from tbconsole.record.events import EventBus, ProxyRequest, TrialEnded
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import reduce_all
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import synthetic_run

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from tbconsole.control import ControlClient
+from tbconsole.bench.console import start_demo, stop_runner
+from tbconsole.demo.recipe import MULTI_TURN_FLAG
 from tbconsole.entry.attach import attach_app
-from tbconsole.entry.bench_ui.console import start_demo, stop_runner
-from tbconsole.enums import ControlCommand
-from tbconsole.runner.demo import MULTI_TURN_FLAG
+from tbconsole.record.control import ControlClient
+from tbconsole.record.enums import ControlCommand
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay, read_all
 from tbconsole.ui.screens.transcript import TranscriptScreen

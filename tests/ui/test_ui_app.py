@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from textual.geometry import Region
 
-from tbconsole.control import RunControl
-from tbconsole.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhaseChanged
+from tbconsole.record.control import RunControl
+from tbconsole.record.events import BatchStarted, ControlChanged, EventBus, ProxyRequest, TrialPhaseChanged
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import flood, play, synthetic_run
 from tbconsole.ui.app import ConsoleApp
@@ -371,7 +371,7 @@ async def test_sampler_and_kl_reference_rows(finished_events):
     KL-to-reference and loss rows appear only in runs that report them."""
     import dataclasses
 
-    from tbconsole.events import GatewayHealth, StepMetrics
+    from tbconsole.record.events import GatewayHealth, StepMetrics
 
     unnamed = [
         dataclasses.replace(e, sampler_path=None) if isinstance(e, GatewayHealth) else e for e in finished_events
@@ -404,7 +404,7 @@ async def test_a_resumed_live_console_shows_the_whole_run(tmp_path):
     events.jsonl first, then the bus's, each once, so the trends cover the whole run."""
     import dataclasses
 
-    from tbconsole.events import RunStarted
+    from tbconsole.record.events import RunStarted
 
     first = list(synthetic_run(steps=3, groups=2, group_size=2, seed=4, stop_after=1, hostile=False))
     full = list(synthetic_run(steps=3, groups=2, group_size=2, seed=4, hostile=False))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tbconsole.events import ControlChanged, read_events
+from tbconsole.record.events import ControlChanged, read_events
 from tbconsole.synthetic.run import record_run
 
 from conftest import FIXTURES

@@ -4,10 +4,10 @@ time out)."""
 
 import pytest
 
-from tbconsole.entry.bench_ui.console import KEY_CYCLE, Terminal, in_flight, press_keys
-from tbconsole.entry.bench_ui.day import DAY_CYCLE, REPLAY_CYCLE, REPLAY_FIRST, Shape, run_folder
-from tbconsole.events import BatchStarted, read_events
-from tbconsole.runfolder import RunFolder
+from tbconsole.bench.console import KEY_CYCLE, Terminal, in_flight, press_keys
+from tbconsole.bench.day import DAY_CYCLE, REPLAY_CYCLE, REPLAY_FIRST, Shape, run_folder
+from tbconsole.record.events import BatchStarted, read_events
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.state.snapshot import restore
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
 

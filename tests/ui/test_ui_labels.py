@@ -63,7 +63,7 @@ async def test_hovering_a_metric_or_counter_explains_it(finished_events):
 
 
 async def test_the_held_out_evaluation_shows_as_its_own_phase():
-    from tbconsole.events import ControlChanged, EvaluationStarted, RunStarted
+    from tbconsole.record.events import ControlChanged, EvaluationStarted, RunStarted
     from tbconsole.ui.data.source import ListSource
 
     events = [

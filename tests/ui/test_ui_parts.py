@@ -8,7 +8,7 @@ import sys
 import pytest
 from rich.console import Console
 
-from tbconsole.events import GroupEnded
+from tbconsole.record.events import GroupEnded
 from tbconsole.synthetic.run import HOSTILE
 from tbconsole.ui.data.captures import capture_path, read_capture_outputs
 from tbconsole.ui.data.tokenizer import load_decoder

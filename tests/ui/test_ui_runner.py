@@ -13,10 +13,10 @@ import types
 
 import pytest
 
+from tbconsole.common.formatting import command_line
 from tbconsole.entry import attach
-from tbconsole.enums import RunnerState
-from tbconsole.formatting import command_line
-from tbconsole.lease import Lease, LeaseView
+from tbconsole.record.enums import RunnerState
+from tbconsole.record.lease import Lease, LeaseView
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.present.wording import exit_summary, runner_notice

@@ -5,7 +5,7 @@ Update after an intended change: pytest tests/ui --snapshot-update"""
 
 import pytest
 
-from tbconsole.events import ControlChanged
+from tbconsole.record.events import ControlChanged
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource, LocalControls, Replay
 

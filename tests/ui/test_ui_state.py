@@ -6,8 +6,8 @@ import tracemalloc
 
 import pytest
 
-from tbconsole.enums import TrialOutcome
-from tbconsole.events import (
+from tbconsole.record.enums import TrialOutcome
+from tbconsole.record.events import (
     BatchStarted,
     ControlChanged,
     DecisionMade,
@@ -464,7 +464,7 @@ def test_an_evaluation_only_row_updates_metrics_but_completes_no_step():
 def test_a_steps_training_cost_comes_from_its_scored_trials_and_forgets_a_retried_attempt():
     """trial.ended's datum figures → the step's datums per trial and token amplification, shown on
     the captures panel's "trained" line; a retried group's earlier attempt no longer counts."""
-    from tbconsole.events import GroupStarted
+    from tbconsole.record.events import GroupStarted
     from tbconsole.ui.widgets.base import Palette
     from tbconsole.ui.widgets.captures import trained_line
 
@@ -492,7 +492,7 @@ def test_a_steps_training_cost_comes_from_its_scored_trials_and_forgets_a_retrie
 
 
 def test_a_resumed_run_keeps_one_identity_and_one_clock():
-    from tbconsole.events import RunStarted
+    from tbconsole.record.events import RunStarted
 
     first = list(synthetic_run(steps=3, groups=1, group_size=2, seed=4, stop_after=1, hostile=False))
     full = list(synthetic_run(steps=3, groups=1, group_size=2, seed=4, hostile=False))
@@ -541,7 +541,7 @@ def test_variants_roll_up_by_family_and_other_tasks_stay_their_own():
 
 
 async def test_the_rewards_table_shows_families_of_variants():
-    from tbconsole.events import GroupStarted, TrialEnded, TrialPhaseChanged
+    from tbconsole.record.events import GroupStarted, TrialEnded, TrialPhaseChanged
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import ListSource
 

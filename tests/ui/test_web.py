@@ -14,8 +14,8 @@ import time
 import pytest
 
 from tbconsole.entry.web import serve
-from tbconsole.events import TrialEnded
-from tbconsole.runfolder import RunFolder
+from tbconsole.record.events import TrialEnded
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)

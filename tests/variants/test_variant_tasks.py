@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tbconsole import variants as V
-from tbconsole import warmup as W
+from tbconsole.demo import variants as V
+from tbconsole.demo import warmup as W
 
 pytestmark = pytest.mark.root
 
@@ -82,7 +82,7 @@ def agent_trials(tmp_path_factory, chat) -> dict[str, AgentTrial]:
 
 def oracle_reward(tmp: Path, variant: V.Variant, commands: list[str]) -> float | None:
     """The verifier's reward after Harbor's oracle agent ran ``commands`` in a fresh sandbox."""
-    from tbconsole.trial import build_trial_config, run_trial
+    from tbconsole.runner.single_trial import build_trial_config, run_trial
 
     task = V.write_task(variant, tmp / "tasks")
     (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + "\n".join(commands) + "\n")
@@ -115,7 +115,7 @@ def test_acting_without_the_look_up_fails(tmp_path, family):
 
 
 def test_the_agent_solves_each_family_in_as_many_turns_as_commands(agent_trials):
-    from tbconsole.events import TrialEnded
+    from tbconsole.record.events import TrialEnded
 
     for family, run in agent_trials.items():
         ended = next(e for e in run.trial.events if isinstance(e, TrialEnded))
@@ -129,8 +129,8 @@ def test_a_three_turn_agent_trial_trains_as_one_datum(agent_trials):
     it, the loss on the sampled tokens only."""
     from tinker_cookbook.rl.data_processing import trajectory_to_data
 
-    from tbconsole.events import TrialEnded
     from tbconsole.proxy import read_capture
+    from tbconsole.record.events import TrialEnded
     from tbconsole.runner.rollout import to_trajectory
 
     for family in V.MULTI_TURN_FAMILIES:

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from tbconsole import variants as V
-from tbconsole import warmup as W
+from tbconsole.demo import variants as V
+from tbconsole.demo import warmup as W
 
 
 def test_splits_are_fixed_disjoint_and_cover_every_family():
@@ -136,7 +136,7 @@ def test_two_turn_demonstration_is_one_datum_with_loss_on_both_replies():
 
 
 def test_multi_turn_flag_stands_for_keys_the_users_own_override():
-    from tbconsole.runner import demo
+    from tbconsole.demo import recipe as demo
 
     argv = demo.multi_turn_argv(["--headless", "--multi-turn", "config.max_steps=2"])
     assert argv[-2:] == ["--headless", "config.max_steps=2"]
@@ -210,8 +210,8 @@ def test_multi_turn_demo_materializes_two_command_tasks_and_a_step_limit_for_the
     and one more call."""
     import json
 
+    from tbconsole.demo import recipe as demo
     from tbconsole.engine.registry import register_with_cookbook
-    from tbconsole.runner import demo
     from tbconsole.runner.options import parse
 
     register_with_cookbook()

@@ -1,4 +1,4 @@
-"""A run's capture files (the proxy's lines, one file per trial attempt: ``tbconsole.capturefile``),
+"""A run's capture files (the proxy's lines, one file per trial attempt: ``tbconsole.record.capturefile``),
 read for the screens: the screens call these and never open a capture file themselves.
 
 - where a trial's capture file is (``capture_path``, ``trial_capture_file``, ``locate`` for the
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.capturefile import CaptureRecord, CaptureTail, read_records
-from tbconsole.jsonl import new_lines
-from tbconsole.runfolder import CAPTURE_DIR, RunFolder, trial_place
+from tbconsole.common.jsonl import new_lines
+from tbconsole.record.capturefile import CaptureRecord, CaptureTail, read_records
+from tbconsole.record.runfolder import CAPTURE_DIR, RunFolder, trial_place
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.group_compare import Action, Decode, actions_of
 from tbconsole.ui.present.transcript_search import (

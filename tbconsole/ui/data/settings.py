@@ -3,7 +3,7 @@
 One small JSON file, ``console.json``, in the user's tbconsole folder: ``$XDG_CONFIG_HOME/tbconsole``
 when that is set to an absolute path (as the XDG spec asks), else ``~/.config/tbconsole``, the
 folder that already holds the user's own themes (``themes/``: ``tbconsole.ui.themes``). Never a
-temporary folder: it must outlive the machine's restarts. Written whole (``tbconsole.atomic``):
+temporary folder: it must outlive the machine's restarts. Written whole (``tbconsole.common.atomic``):
 two consoles closing at once leave one file or the other, never half of one. A missing,
 unreadable or hand-broken file is no error: the defaults apply; failing to write it (a read-only
 home) loses the setting, never the console.
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tbconsole import atomic
+from tbconsole.common import atomic
 
 SETTINGS_FILE = "console.json"
 

@@ -30,9 +30,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.control import ControlClient, ControlError, RunControl
-from tbconsole.enums import ControlCommand, ControlState, RunnerState, RunStatus
-from tbconsole.events import (
+from tbconsole.common.jsonl import whole_lines
+from tbconsole.record.control import ControlClient, ControlError, RunControl
+from tbconsole.record.enums import ControlCommand, ControlState, RunnerState, RunStatus
+from tbconsole.record.events import (
     BatchStarted,
     Event,
     EventBus,
@@ -42,9 +43,8 @@ from tbconsole.events import (
     decode,
     split_events,
 )
-from tbconsole.jsonl import whole_lines
-from tbconsole.lease import LeaseView, read_lease
-from tbconsole.runfolder import EVENTS_FILE
+from tbconsole.record.lease import LeaseView, read_lease
+from tbconsole.record.runfolder import EVENTS_FILE
 from tbconsole.state import RunState, reduce
 from tbconsole.state.snapshot import Restored, encode, restore
 from tbconsole.state.snapshot import decode as decode_state

@@ -1,5 +1,5 @@
 """One run's step timelines (``w``), read from its ``events.jsonl`` and the cookbook's
-``timing_spans.jsonl`` (``tbconsole.timeline``) for the timeline screen, which never opens them
+``timing_spans.jsonl`` (``tbconsole.state.timeline``) for the timeline screen, which never opens them
 itself.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tbconsole.runfolder import RunFolder
-from tbconsole.timeline import StepReader, StepTimeline
+from tbconsole.record.runfolder import RunFolder
+from tbconsole.state.timeline import StepReader, StepTimeline
 
 
 def timeline_files(followed: str | Path | None, log_path: str | Path | None) -> tuple[Path, Path] | None:

@@ -1,11 +1,11 @@
-"""The model's tokenizer, read from disk (``tbconsole.tokenizerfile`` finds it) with the
+"""The model's tokenizer, read from disk (``tbconsole.common.tokenizerfile`` finds it) with the
 ``tokenizers`` library (no torch), as a ``TokenDecoder`` for the screens that decode tokens.
 It takes a moment to load: screens ask for it off the UI thread.
 """
 
 from __future__ import annotations
 
-from tbconsole.tokenizerfile import tokenizer_path
+from tbconsole.common.tokenizerfile import tokenizer_path
 from tbconsole.ui.present.token_text import TokenDecoder
 
 _SHARED: dict[str | None, TokenDecoder] = {}  # a tokenizer loads once per model and process

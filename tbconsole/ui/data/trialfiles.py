@@ -8,7 +8,7 @@ the console).
   exception_info, task path → ``instruction.md``); ``exception.txt``; the agent's own logs
   (``agent/*.txt``, their tail) and record (``agent/*.trajectory.json``: how it exited);
 - the proxy's capture file of the trial attempt (``RunFolder.capture_file``; read with
-  ``tbconsole.capturefile``); its lines that carry tokens but no text are decoded with the
+  ``tbconsole.record.capturefile``); its lines that carry tokens but no text are decoded with the
   model's tokenizer (``tbconsole.ui.data.tokenizer``).
 
 What was read is handed on as ``tbconsole.ui.present.trial_outputs.TrialFiles``: presentation

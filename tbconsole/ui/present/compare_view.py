@@ -1,5 +1,5 @@
 """Runs side by side as text: the overlaid trends, the solve rates, the settings that differ, and
-the plain table ``tbconsole compare --text`` prints. A comparison (``tbconsole.compare``) in,
+the plain table ``tbconsole compare --text`` prints. A comparison (``tbconsole.runs.compare``) in,
 lines out; the compare screen's widgets colour them (a segment says which run it belongs to).
 """
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tbconsole.compare import Comparison, Series, TaskTable, shown_setting, solve_rate
-from tbconsole.formatting import format_count, format_duration
+from tbconsole.common.formatting import format_count, format_duration
+from tbconsole.runs.compare import Comparison, Series, TaskTable, shown_setting, solve_rate
 from tbconsole.state import TaskStats
 from tbconsole.ui.present.plotmath import OVERLAP, overlay
 from tbconsole.ui.present.sanitize import one_line

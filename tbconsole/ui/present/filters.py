@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tbconsole.enums import TrialOutcome
+from tbconsole.record.enums import TrialOutcome
 from tbconsole.state import TrialState
 
 FAIL_WORDS = ("fail", "failed")

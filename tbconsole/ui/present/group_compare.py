@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from tbconsole.capturefile import CaptureRecord
+from tbconsole.record.capturefile import CaptureRecord
 from tbconsole.state import GroupState, TrialState
 
 Decode = Callable[[tuple[int, ...]], str]

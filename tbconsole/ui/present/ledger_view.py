@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tbconsole.enums import AdmissionBy, GroupSignal
+from tbconsole.record.enums import AdmissionBy, GroupSignal
 from tbconsole.state.ledger import Admission, StepCell, TaskRow
 from tbconsole.ui.present.sanitize import one_line
 

@@ -24,7 +24,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 
-from tbconsole.stats import percentile
+from tbconsole.common.stats import percentile
 from tbconsole.ui.present.fit import fit
 from tbconsole.ui.present.sanitize import plain
 

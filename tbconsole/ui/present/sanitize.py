@@ -6,7 +6,7 @@ bidi overrides. ``plain`` makes every such byte visible and harmless (control pi
 ``␛``), and ``text`` wraps it in a ``rich.text.Text`` so that no markup is ever parsed.
 
 The state's paths and ids (trial ids, task names, trial folders, the run folder) are as the runner
-wrote them, control characters and all (``tbconsole.inert``: the console finds files and sends
+wrote them, control characters and all (``tbconsole.common.inert``: the console finds files and sends
 commands by them): a view that draws one passes it through ``plain``, ``one_line`` or ``text``.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tbconsole.inert import one_line, plain
+from tbconsole.common.inert import one_line, plain
 
 __all__ = ["one_line", "plain", "text"]
 

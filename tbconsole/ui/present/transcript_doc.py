@@ -4,7 +4,7 @@ view (``tbconsole.ui.widgets.transcript_view``) lays pieces out and renders only
 
 Where each part comes from, first found wins:
 
-- a turn: its capture line (``tbconsole.capturefile``): the messages new since the previous
+- a turn: its capture line (``tbconsole.record.capturefile``): the messages new since the previous
   turn (tool output, user text) and the reply (reasoning, text, tool calls). A line written
   before text was recorded has tokens only: the reply is decoded from them (``TokenDecoder``)
   and the messages come from Harbor's ATIF ``trajectory.json`` once the trial has written it;
@@ -23,9 +23,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tbconsole.capturefile import CaptureRecord, MessageText, ToolCallText
-from tbconsole.formatting import format_seconds
-from tbconsole.inert import strip_ansi
+from tbconsole.common.formatting import format_seconds
+from tbconsole.common.inert import strip_ansi
+from tbconsole.record.capturefile import CaptureRecord, MessageText, ToolCallText
 from tbconsole.state import TrialState, Turn
 from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.present.token_text import TokenDecoder

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from tbconsole.capturefile import CaptureRecord
+from tbconsole.record.capturefile import CaptureRecord
 from tbconsole.state import RunState
 
 MATCH_LIMIT = 500  # results listed: one per text (a reply, a tool output) that matches

@@ -4,7 +4,7 @@ and the help text behind every metric and counter (tooltips and the `?` screen r
 Steps count from 0 everywhere (log lines, metrics, checkpoints, folders, the header): a count of
 steps is written as one ("3/20 trained"), never as a step number.
 
-Durations, counts and sizes are formatted by ``tbconsole.formatting`` (the one home for what
+Durations, counts and sizes are formatted by ``tbconsole.common.formatting`` (the one home for what
 people read); ``format_duration``, ``format_count`` and ``format_bytes`` are importable from here too.
 
 Whether the runner of an attached run is still alive is not an event: the console reads the
@@ -19,13 +19,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from tbconsole.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
-from tbconsole.formatting import PROG, command_line
-from tbconsole.formatting import format_bytes as format_bytes
-from tbconsole.formatting import format_count as format_count
-from tbconsole.formatting import format_duration as format_duration
-from tbconsole.lease import LeaseView
-from tbconsole.runlist import last_reward, run_condition, steps_trained
+from tbconsole.common.formatting import PROG, command_line
+from tbconsole.common.formatting import format_bytes as format_bytes
+from tbconsole.common.formatting import format_count as format_count
+from tbconsole.common.formatting import format_duration as format_duration
+from tbconsole.record.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
+from tbconsole.record.lease import LeaseView
+from tbconsole.runs.runlist import last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
 from tbconsole.ui.present.sanitize import one_line

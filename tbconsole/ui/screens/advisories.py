@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tbconsole.enums import PanelName
+from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
 from tbconsole.ui.present.fit import GLUE, glue_numbers, hang

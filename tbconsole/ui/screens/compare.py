@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.compare import Comparison
+from tbconsole.runs.compare import Comparison
 from tbconsole.ui.widgets.base import palette_of
 from tbconsole.ui.widgets.compare import RunsLegend, SettingsDiff, ShowsComparison, SolveRates, TrendPlots
 from tbconsole.ui.widgets.footer import KeyFooter

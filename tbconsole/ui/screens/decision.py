@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from tbconsole.events import ErrorRaised
+from tbconsole.record.events import ErrorRaised
 from tbconsole.ui.present.sanitize import text
 
 

@@ -15,7 +15,7 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from tbconsole.enums import PanelName
+from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import GroupCaptures
 from tbconsole.ui.data.tokenizer import load_decoder

@@ -9,7 +9,7 @@ from typing import Any
 
 from textual.screen import Screen
 
-from tbconsole.lease import LeaseView
+from tbconsole.record.lease import LeaseView
 from tbconsole.state import RunState
 from tbconsole.ui.data.source import EventSource, FileReplay, LeaseWatch, Replay
 from tbconsole.ui.widgets.host import WidgetHost

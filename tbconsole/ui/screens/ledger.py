@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.enums import ControlCommand, PanelName
+from tbconsole.record.enums import ControlCommand, PanelName
 from tbconsole.state import RunState
 from tbconsole.state.ledger import TaskRow
 from tbconsole.ui.present import ledger_view as lv

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Log
 
-from tbconsole.formatting import format_clock
+from tbconsole.common.formatting import format_clock
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.screens.host import ConsoleHost
 

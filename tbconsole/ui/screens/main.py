@@ -10,7 +10,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input
 
-from tbconsole.enums import PanelName
+from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.present.wording import runner_notice
 from tbconsole.ui.screens.host import ConsoleHost

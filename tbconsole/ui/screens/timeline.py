@@ -20,8 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.enums import Share, SpanKind
-from tbconsole.timeline import Span, StepTimeline, TrialRow
+from tbconsole.record.enums import Share, SpanKind
+from tbconsole.state.timeline import Span, StepTimeline, TrialRow
 from tbconsole.ui.data.timeline import StepTimelines, timeline_files
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import PHASE_LABELS, TIMELINE_HELP, format_duration

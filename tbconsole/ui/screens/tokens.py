@@ -24,8 +24,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.capturefile import CaptureRecord
-from tbconsole.formatting import format_seconds
+from tbconsole.common.formatting import format_seconds
+from tbconsole.record.capturefile import CaptureRecord
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import CaptureFollower, TrialPlace, locate, read_trainer_logprobs
 from tbconsole.ui.data.tokenizer import shared_decoder

@@ -26,8 +26,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tbconsole.capturefile import CaptureRecord
-from tbconsole.harborview import harbor_view
+from tbconsole.harbor.harborview import harbor_view
+from tbconsole.record.capturefile import CaptureRecord
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.data.captures import CaptureFollower, locate, trial_capture_file
 from tbconsole.ui.data.tokenizer import load_decoder

@@ -13,7 +13,7 @@ from textual.app import App
 from textual.color import Color
 from textual.widgets import Static
 
-from tbconsole.enums import ControlState, RunCondition, RunStatus
+from tbconsole.record.enums import ControlState, RunCondition, RunStatus
 from tbconsole.state import RunState
 from tbconsole.ui.widgets.host import WidgetHost
 

@@ -1,5 +1,5 @@
 """The compare screen's parts: which run is which, the overlaid trends, the solve rates and the
-settings that differ. Each ``show``s a comparison (``tbconsole.compare``) in the theme's colours;
+settings that differ. Each ``show``s a comparison (``tbconsole.runs.compare``) in the theme's colours;
 what the text says comes from ``tbconsole.ui.present.compare_view``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from tbconsole.compare import Comparison
+from tbconsole.runs.compare import Comparison
 from tbconsole.ui.present.compare_view import (
     MARKS,
     Line,

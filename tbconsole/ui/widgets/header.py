@@ -11,8 +11,8 @@ from rich.text import Text
 from textual import getters
 from textual.widgets import Static
 
-from tbconsole.enums import PanelName, RunnerState
-from tbconsole.lease import LeaseView
+from tbconsole.record.enums import PanelName, RunnerState
+from tbconsole.record.lease import LeaseView
 from tbconsole.state import RunState
 from tbconsole.ui.present.fit import hang
 from tbconsole.ui.present.sanitize import one_line

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.color import Color
 
-from tbconsole.formatting import NONE, format_duration
+from tbconsole.common.formatting import NONE, format_duration
 from tbconsole.state.ledger import TaskRow
 from tbconsole.ui.present import ledger_view as lv
 from tbconsole.ui.present.sanitize import one_line

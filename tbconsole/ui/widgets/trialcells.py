@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 
-from tbconsole.enums import TrialOutcome, TrialPhase
-from tbconsole.formatting import format_cell_duration
+from tbconsole.common.formatting import format_cell_duration
+from tbconsole.record.enums import TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
 from tbconsole.state.model import EvaluationState
 from tbconsole.ui.present.sanitize import one_line

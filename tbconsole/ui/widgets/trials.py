@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tbconsole.enums import PanelName
+from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.filters import trial_matches
 from tbconsole.ui.present.sanitize import one_line

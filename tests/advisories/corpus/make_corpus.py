@@ -41,12 +41,12 @@ from pathlib import Path
 
 import orjson
 
-from tbconsole import events as ev
 from tbconsole.advisories.facts import AgentTimeout, CaptureFile, DiskSample, RunFolderSize, SdkRetry
 from tbconsole.advisories.training import ENTROPY, KL, KL_BASE, REWARD, TOKENS_PER_REPLY
-from tbconsole.capturefile import read_records
-from tbconsole.events import decode
-from tbconsole.runfolder import RunFolder
+from tbconsole.record import events as ev
+from tbconsole.record.capturefile import read_records
+from tbconsole.record.events import decode
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import read_capture_file
 from tbconsole.runner.replies import instruction_digest, read_replies, task_test_names
 

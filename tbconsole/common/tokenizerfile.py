@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 # The local engine's bundled tokenizer: found whatever the model, when nothing better is.
-BUNDLED_TOKENIZER = Path(__file__).resolve().parent / "engine" / "assets" / "tokenizer" / "tokenizer.json"
+BUNDLED_TOKENIZER = Path(__file__).resolve().parents[1] / "engine" / "assets" / "tokenizer" / "tokenizer.json"
 
 
 def tokenizer_path(model_name: str | None) -> str | None:

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tbconsole import atomic
-from tbconsole.enums import ControlCommand, ControlState, Decision, DecisionBy, LogLevel, RunStatus
-from tbconsole.events import ControlChanged, DecisionMade, Event, LogLine
-from tbconsole.runfolder import RunFolder
+from tbconsole.common import atomic
+from tbconsole.record.enums import ControlCommand, ControlState, Decision, DecisionBy, LogLevel, RunStatus
+from tbconsole.record.events import ControlChanged, DecisionMade, Event, LogLine
+from tbconsole.record.runfolder import RunFolder
 
 COMMANDS = tuple(ControlCommand)
 TASK_COMMANDS = (ControlCommand.DROP_TASK, ControlCommand.READMIT_TASK, ControlCommand.WEIGHT_TASK)

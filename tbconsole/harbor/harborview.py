@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from tbconsole.inert import CONTROL
+from tbconsole.common.inert import CONTROL
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8080"  # harbor view's first choice (the next free port up to 8089)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-BUNDLED_TASKS_DIR = Path(__file__).parent / "tasks"
+BUNDLED_TASKS_DIR = Path(__file__).parents[1] / "tasks"
 
 
 class TaskSetError(ValueError):

@@ -5,12 +5,12 @@ reads the same paths through this module, so a rename can never leave a reader b
 
     <log_path>/
       events.jsonl                          every typed event, one JSON object per line
-      runner.json, runner.lock              the runner's lease (tbconsole.lease): who runs the folder
+      runner.json, runner.lock              the runner's lease (tbconsole.record.lease): who runs the folder
       events.snapshot                       the console's state folded from events.jsonl's first N bytes
       logs.log                              the cookbook's log lines and tracebacks
       runner.log                            a detached runner's stdout and stderr (its progress log)
       timing_spans.jsonl                    the cookbook's per-step timing spans (the console's timeline)
-      sizes.json                            what the run folder's finished steps take on disk (tbconsole.diskspace)
+      sizes.json                            what the run folder's finished steps take on disk (tbconsole.runs.diskspace)
       control/inbox/                        commands from attached consoles (pause, stop, …)
       capture/step_000003/group_001[-rN]/   one capture file per trial attempt: <trial>.jsonl
       trainer_logprobs/step_000003/group_001[-rN]/   the trainer's log-probs of its sampled tokens, per turn
@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.formatting import command_line
+from tbconsole.common.formatting import command_line
 
 EVENTS_FILE = "events.jsonl"
-LEASE_FILE = "runner.json"  # the runner's heartbeat and command (tbconsole.lease)
-LOCK_FILE = "runner.lock"  # flock-ed by the runner for its whole life (tbconsole.lease)
+LEASE_FILE = "runner.json"  # the runner's heartbeat and command (tbconsole.record.lease)
+LOCK_FILE = "runner.lock"  # flock-ed by the runner for its whole life (tbconsole.record.lease)
 RUN_MARKERS = (EVENTS_FILE, LEASE_FILE, LOCK_FILE)  # any one of them: a run folder
 SNAPSHOT_FILE = "events.snapshot"  # tbconsole.state.snapshot: attach reads only the events after it
 LOG_FILE = "logs.log"

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tbconsole.advisories.training import ENTROPY, KL, REWARD
-from tbconsole.enums import RunCondition
-from tbconsole.events import EvaluationEnded, EventsReader
-from tbconsole.lease import LeaseView, read_lease
-from tbconsole.runfolder import run_events
-from tbconsole.runlist import run_condition, steps_trained
+from tbconsole.record.enums import RunCondition
+from tbconsole.record.events import EvaluationEnded, EventsReader
+from tbconsole.record.lease import LeaseView, read_lease
+from tbconsole.record.runfolder import run_events
+from tbconsole.runs.runlist import run_condition, steps_trained
 from tbconsole.state import RunState, TaskStats, family_stats, reduce
 
 MIN_RUNS = 2

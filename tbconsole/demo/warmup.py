@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbconsole import variants as V
-from tbconsole.atomic import replace_dir, write_json
+from tbconsole.common.atomic import replace_dir, write_json
+from tbconsole.demo import variants as V
 
 TOOL_NAME = "bash"
 OBSERVATION_FILE = "observation-prompt.json"  # beside agent-prompt.json: the second-turn splice
@@ -148,10 +148,10 @@ async def scripted_trial(
     ``task_dir``: a task folder to run instead of the variant's own (a test's planted task);
     ``group``: the group of step 0 it runs as, so that trials run one after another in one
     ``work_dir`` make one run folder."""
-    from tbconsole.control import RunControl
+    from tbconsole.demo.recipe import demo_trial_config, step_limit_for
     from tbconsole.proxy.scripted import Scripted, ScriptedSampler
+    from tbconsole.record.control import RunControl
     from tbconsole.runner.dataset import HarborGroupBuilder
-    from tbconsole.runner.demo import demo_trial_config, step_limit_for
     from tbconsole.runner.rollout import RunContext, run_group
     from tbconsole.runner.trials import load_template
 

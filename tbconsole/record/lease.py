@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbconsole import atomic
-from tbconsole.enums import RunnerState
-from tbconsole.events import redact
-from tbconsole.formatting import command_line, format_age
-from tbconsole.runfolder import LEASE_FILE, LOCK_FILE
+from tbconsole.common import atomic
+from tbconsole.common.formatting import command_line, format_age
+from tbconsole.record.enums import RunnerState
+from tbconsole.record.events import redact
+from tbconsole.record.runfolder import LEASE_FILE, LOCK_FILE
 
 BEAT_SECONDS = 2.0
 STALE_SECONDS = 8.0  # four missed beats: gone (readers on another host only)

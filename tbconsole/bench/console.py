@@ -16,11 +16,11 @@ Escape is sent as terminals with the kitty keyboard protocol send it: a lone ESC
 waits Textual's ESCDELAY (100 ms) to tell it from the start of a sequence. Baseline: the same
 keys on a synthetic run's folder (a batch in flight, no runner), in the same invocation.
 
-Then the transcript at scale (``tbconsole.entry.bench_ui.transcript``): a 200-turn trial's first
+Then the transcript at scale (``tbconsole.bench.transcript``): a 200-turn trial's first
 screen and pages, beside a 5-turn trial's and beside drawing everything up front;
 ``--transcript`` measures only that.
 
-``--day``: the console on a run of the recipe's real size instead (``tbconsole.entry.bench_ui.day``).
+``--day``: the console on a run of the recipe's real size instead (``tbconsole.bench.day``).
 
 Targets (issue 5): ≥ 5,000 events/s, lag ≤ 100 ms, memory flat within 50 MB, first frame ≤ 1 s;
 with ``--live``: any key within 100 ms p95 while the demo trains; the transcript (issue 15): its
@@ -50,9 +50,9 @@ from typing import NamedTuple
 from rich.cells import cell_len, get_character_cell_size
 
 from tbconsole.bench import attach_on_pty
-from tbconsole.procgroup import kill_group
-from tbconsole.runfolder import RunFolder
-from tbconsole.stats import percentile
+from tbconsole.common.procgroup import kill_group
+from tbconsole.common.stats import percentile
+from tbconsole.record.runfolder import RunFolder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -184,12 +184,12 @@ def _first_frame(log_path: Path, args: tuple[str, ...] = ()) -> FirstFrame:
 
 
 def run(args) -> int:
-    from tbconsole.entry.bench_ui.transcript import run_transcript_bench
+    from tbconsole.bench.transcript import run_transcript_bench
 
     if args.live:
         return run_live(args.cycles, args.steps)
     if args.day:
-        from tbconsole.entry.bench_ui.day import run_day_bench
+        from tbconsole.bench.day import run_day_bench
 
         return 0 if run_day_bench(args.day_folder, args.cycles) else 1
     if args.transcript:
@@ -422,8 +422,8 @@ def press_keys(
 def start_demo(log_path: Path, steps: int, *options: str) -> int:
     """`tbconsole demo --detach` into ``log_path`` (``options``: more of the recipe's, e.g.
     ``config.eval_every=0``); the runner's pid once a batch is in flight."""
-    from tbconsole.events import BatchStarted, read_events
-    from tbconsole.lease import read_lease
+    from tbconsole.record.events import BatchStarted, read_events
+    from tbconsole.record.lease import read_lease
 
     command = [sys.executable, "-m", "tbconsole", "demo", "--detach", f"config.log_path={log_path}"]
     started = subprocess.run(
@@ -481,7 +481,7 @@ def _ms(samples: list[float | None]) -> str:
 
 def in_flight(events) -> list:
     """A run's events cut halfway through its last batch: trials running, as in a live run."""
-    from tbconsole.events import BatchStarted
+    from tbconsole.record.events import BatchStarted
 
     events = list(events)
     last = max(i for i, e in enumerate(events) if isinstance(e, BatchStarted))

@@ -26,7 +26,7 @@ names a tbconsole command prints (re-attach, resume, `tbconsole runs`): ``tbcons
 (`make demo` runs ``.venv/bin/python`` without activating the venv, so a new shell has no
 ``tbconsole`` on PATH, or another one), so that a hint pasted into a new shell works.
 
-The bottom layer: imports only the standard library and ``tbconsole.stats``.
+The bottom layer: imports only the standard library and ``tbconsole.common.stats``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tbconsole.stats import percentile
+from tbconsole.common.stats import percentile
 
 NONE = "–"  # a value not known (yet)
 

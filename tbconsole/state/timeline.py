@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbconsole.enums import Share, SpanKind, TrialPhase
-from tbconsole.events import (
+from tbconsole.common.jsonl import whole_lines
+from tbconsole.record.enums import Share, SpanKind, TrialPhase
+from tbconsole.record.events import (
     BatchEnded,
     BatchStarted,
     CheckpointSaved,
@@ -52,8 +53,7 @@ from tbconsole.events import (
     TrialPhaseChanged,
     decode,
 )
-from tbconsole.jsonl import whole_lines
-from tbconsole.runfolder import attempt_of
+from tbconsole.record.runfolder import attempt_of
 
 MAX_TURNS = 2000  # model calls kept per trial (a longer trial's earliest are dropped)
 MAX_TRAINING_ROWS = 8

@@ -13,7 +13,7 @@ the Harbor-view command names it, the ledger's drop/weight/re-admit send that na
 ``inert_event`` applies ``plain`` to every string an event carries, nested ones included (the
 headless log prints events through it). With ``keep_raw`` (the reducer's way) it leaves the
 fields marked ``RAW`` alone: the event classes declare those once, as field metadata
-(``tbconsole.events``: trial ids, task names, trial folders, the run folder, a held-out event's
+(``tbconsole.record.events``: trial ids, task names, trial folders, the run folder, a held-out event's
 wrapped line, which is folded the same way when unwrapped). Everything else reaches the state
 inert. A view that draws a raw field passes it through ``plain``/``one_line`` itself, and a
 string the state composes from one (a log line) is made inert where it is composed.

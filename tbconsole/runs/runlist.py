@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole import atomic
-from tbconsole.enums import ControlState, RunCondition, RunnerState
-from tbconsole.events import Event, RunStarted, decode
-from tbconsole.lease import LeaseView, read_lease
-from tbconsole.runfolder import EVENTS_FILE
+from tbconsole.common import atomic
+from tbconsole.record.enums import ControlState, RunCondition, RunnerState
+from tbconsole.record.events import Event, RunStarted, decode
+from tbconsole.record.lease import LeaseView, read_lease
+from tbconsole.record.runfolder import EVENTS_FILE
 from tbconsole.state import RunState, reduce
 
 HEAD_BYTES = 64 * 1024

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 LOCK = PROJECT / "scripts" / "agents.lock"
 SETUP = "scripts/agents.sh"
 

@@ -50,9 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from tbconsole import enums, jsonl
-from tbconsole.inert import RAW
-from tbconsole.runfolder import RunFolder
+from tbconsole.common import jsonl
+from tbconsole.common.inert import RAW
+from tbconsole.record import enums
+from tbconsole.record.runfolder import RunFolder
 
 SCHEMA_VERSION = 1
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbconsole.formatting import format_seconds
+from tbconsole.common.formatting import format_seconds
 from tbconsole.runner.harbor_trial import PhaseCallback, run_harbor_trial
 from tbconsole.runner.outcomes import Outcome, judge
 from tbconsole.runner.trials import TrialConfigError, TrialTemplate, load_template, make_template

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from tbconsole.jsonl import new_lines
+from tbconsole.common.jsonl import new_lines
 
 CAPTURE_VERSION = 1
 TEXT_LIMIT = 64 * 1024  # characters kept per message or reply field in a capture line

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.atomic import write_text
+from tbconsole.common.atomic import write_text
 
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-task marker
 HELDOUT_SHARE = 5  # one variant in five is held out

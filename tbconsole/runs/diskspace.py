@@ -13,9 +13,9 @@ import os
 import re
 from pathlib import Path
 
-from tbconsole import atomic
-from tbconsole.formatting import format_size
-from tbconsole.runfolder import RunFolder
+from tbconsole.common import atomic
+from tbconsole.common.formatting import format_size
+from tbconsole.record.runfolder import RunFolder
 
 MiB = 1 << 20
 

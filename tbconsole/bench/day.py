@@ -8,7 +8,7 @@ trial, built once (minutes) and kept in a cache folder (``--day-folder``, defaul
 last step, with the reducer snapshot its runner wrote as that step started
 (``tbconsole.state.snapshot``): what a console attaching at 2 a.m. finds.
 
-Figures, on both runs, through a real `tbconsole attach` on a pseudo-terminal (``tbconsole.entry.bench_ui.console``):
+Figures, on both runs, through a real `tbconsole attach` on a pseudo-terminal (``tbconsole.bench.console``):
 attach's first frame (the first that shows the run as it stood; wall and CPU time), the console's
 memory (peak RSS to that frame, and RSS after the keys), key-to-frame latency (the ``--live``
 key cycle, plus find across all kept steps and the timeline of the step), and, in a replay of
@@ -30,8 +30,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbconsole.atomic import write_json
-from tbconsole.entry.bench_ui.console import (
+from tbconsole.bench.console import (
     ESCAPE,
     KEY_CYCLE,
     MAIN,
@@ -44,9 +43,10 @@ from tbconsole.entry.bench_ui.console import (
     in_flight,
     press_keys,
 )
-from tbconsole.entry.bench_ui.transcript import tool_output
-from tbconsole.events import BatchStarted, Event, EventsReader, ProxyRequest
-from tbconsole.runfolder import CAPTURE_DIR, RunFolder
+from tbconsole.bench.transcript import tool_output
+from tbconsole.common.atomic import write_json
+from tbconsole.record.events import BatchStarted, Event, EventsReader, ProxyRequest
+from tbconsole.record.runfolder import CAPTURE_DIR, RunFolder
 from tbconsole.state import RunState, reduce
 from tbconsole.state.snapshot import code_version, write_snapshot
 from tbconsole.synthetic.captures import SyntheticCaptures

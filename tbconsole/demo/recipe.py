@@ -3,7 +3,7 @@ process, the local sandbox and mini-swe-agent from this project's own environmen
 step in the sandbox). Any recipe key can still be overridden.
 
 By default the demo trains the warm-started policy (``tbconsole/qwen3-tiny-agent``, made by
-``tbconsole warmup``) on generated task variants (``tbconsole.variants``), and scores held-out
+``tbconsole warmup``) on generated task variants (``tbconsole.demo.variants``), and scores held-out
 variants every ``config.eval_every`` batches: a run whose reward visibly rises. Pass
 ``config.dataset_builder.tasks_dir=…`` (for example the bundled tasks) to train on other tasks.
 
@@ -25,9 +25,9 @@ from typing import Any
 
 import chz
 
-from tbconsole import variants
-from tbconsole.atomic import write_json
-from tbconsole.runfolder import EVENTS_FILE, LEASE_FILE, RunFolder
+from tbconsole.common.atomic import write_json
+from tbconsole.demo import variants
+from tbconsole.record.runfolder import EVENTS_FILE, LEASE_FILE, RunFolder
 from tbconsole.runner.preflight import EMBEDDED, GENERATED_PREFIX, TASKS_KEY, value_of  # EMBEDDED: the local engine
 from tbconsole.sandbox import IMPORT_PATH as LOCAL_SANDBOX
 from tbconsole.sandbox.namespace import BASE_PATH
@@ -248,9 +248,9 @@ def resumable_run(runs_dir: Path, kind: str) -> Resumable | None:
     ``runs_dir`` of this kind (by its last event), when it ended before its last step (stopped,
     aborted, failed, or its runner died) and nobody runs it. None: start a new one (the newest
     finished, or there is none)."""
-    from tbconsole.enums import RunnerState, RunStatus
-    from tbconsole.lease import read_lease
-    from tbconsole.runlist import read_run, steps_trained
+    from tbconsole.record.enums import RunnerState, RunStatus
+    from tbconsole.record.lease import read_lease
+    from tbconsole.runs.runlist import read_run, steps_trained
 
     newest = None
     for folder in runs_dir.glob(f"{RUN_PREFIX}*"):

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tbconsole.enums import AdvisorySeverity
-from tbconsole.events import AdvisoryRaised, ErrorRaised, Event, RunEnded, RunStarted, redact
-from tbconsole.formatting import format_seconds
-from tbconsole.procgroup import kill_group
+from tbconsole.common.formatting import format_seconds
+from tbconsole.common.procgroup import kill_group
+from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.events import AdvisoryRaised, ErrorRaised, Event, RunEnded, RunStarted, redact
 
 NOTIFY_TIMEOUT_S = 10.0
 MESSAGE_LIMIT = 1000  # characters of the one-line message

@@ -21,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tbconsole.enums import TrialOutcome
-from tbconsole.enums import TrialPhase as Phase
-from tbconsole.events import (
+from tbconsole.common.stats import percentile
+from tbconsole.record.enums import TrialOutcome
+from tbconsole.record.enums import TrialPhase as Phase
+from tbconsole.record.events import (
     BatchStarted,
     Event,
     GroupStarted,
@@ -32,8 +33,7 @@ from tbconsole.events import (
     TrialEnded,
     TrialPhaseChanged,
 )
-from tbconsole.runfolder import RunFolder
-from tbconsole.stats import percentile
+from tbconsole.record.runfolder import RunFolder
 from tbconsole.synthetic.captures import SyntheticCaptures
 from tbconsole.synthetic.run import T0, write_jsonl
 
@@ -201,7 +201,7 @@ def run_transcript_bench(opens: int = 5) -> bool:
         short_events = long_trial_run(Path(tmp) / "short", 5)
         capture = RunFolder(Path(tmp) / "long").capture_file(0, 0, TRIAL)
         size_mb = capture.stat().st_size / 1e6
-        from tbconsole.capturefile import read_records
+        from tbconsole.record.capturefile import read_records
 
         prompt = read_records(capture)[-1].prompt_len
         short = asyncio.run(_open_and_scroll(short_events, opens=opens, scroll=False, draw_everything=False))

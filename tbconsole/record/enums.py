@@ -121,7 +121,7 @@ class RunStatus(StrEnum):
 
 
 class RunnerState(StrEnum):
-    """What the runner's lease on its run folder says (``tbconsole.lease``)."""
+    """What the runner's lease on its run folder says (``tbconsole.record.lease``)."""
 
     LIVE = "live"  # a runner holds the folder and beats
     GONE = "gone"  # the runner died without ending the run (kill -9, power loss, OOM)
@@ -130,7 +130,7 @@ class RunnerState(StrEnum):
 
 
 class RunCondition(StrEnum):
-    """A run's state in one word (``tbconsole.runlist``). Ended runs read as their ``RunStatus``
+    """A run's state in one word (``tbconsole.runs.runlist``). Ended runs read as their ``RunStatus``
     (done, stopped, …)."""
 
     LIVE = "live"
@@ -217,7 +217,7 @@ class PanelName(StrEnum):
 
 
 class SpanKind(StrEnum):
-    """What a bar on the timeline stands for (``tbconsole.timeline``)."""
+    """What a bar on the timeline stands for (``tbconsole.state.timeline``)."""
 
     QUEUED = "queued"
     ENVIRONMENT = "environment"

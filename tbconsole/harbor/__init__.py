@@ -1,0 +1,1 @@
+"""Harbor glue: task folders, third-party agent CLIs and Harbor's own trial viewer."""

@@ -1,0 +1,1 @@
+"""Runs on disk: the run list, runs side by side (compare) and disk space."""
