@@ -14,7 +14,7 @@ import gc
 import inspect
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -177,13 +177,134 @@ async def main(
 async def _run(
     parsed: ParsedArgs, bus: EventBus, control: RunControl, decision_timeout: float | None, stop_cause: StopCause
 ) -> RunResult:
+    """The run's composition root: every part of a run is built and wired here, in this order —
+    the gateway and the run context, the metrics, the clients, the tasks and their admissions,
+    the advisories — then the cookbook's loop is driven to its end. It is long on purpose: the
+    whole wiring of a run reads in one place, each part built by a named step."""
     args = parsed.args
     config: rl_train.Config = args.config
-    harbor = args.harbor
+    publish = bus.publish
+    ctx, gateway, tokenizer, renderer_name = await _context(parsed, control, decision_timeout, publish)
+    config = chz.replace(config, renderer_name=renderer_name)
+    # The trainer's per-token log-probs, which the training step gets anyway, go beside the captures.
+    trainer_logprobs = TrainerLogprobs(ctx.folder)
+    # The recipe's rollout strategy goes straight to the loop (not into the config, which the
+    # cookbook deep-copies for config.json).
+    strategy = RecordingStrategy(HarborRolloutStrategy(ctx), trainer_logprobs)
+    metrics = _Metrics.start(config, bus)
+    resume = checkpoint_utils.get_last_checkpoint(config.log_path)
+    start_batch = resume.batch if resume else 0
+    clients = await _Clients.create(config, resume)
+    evaluators = []
+    if args.harbor.eval_tasks_dir:
+        from tbconsole.runner.heldout import HeldOutEvaluator
+
+        evaluators.append(HeldOutEvaluator(ctx, Path(args.harbor.eval_tasks_dir), args.harbor.eval_group_size))
+    dataset = cast(HarborDataset, (await config.dataset_builder())[0])  # the recipe's builder
+    ctx.dataset = dataset
+    stop_admissions = _admit_tasks(ctx, args, bus, control, metrics.derived, start_batch)
+    end_batch = min(config.max_steps, len(dataset)) if config.max_steps is not None else len(dataset)
+    checkpoint_mgr = PublishingCheckpointManager(
+        training_client=clients.training,
+        service_client=clients.service,
+        log_path=config.log_path,
+        save_every=config.save_every,
+        ttl_seconds=config.ttl_seconds,
+        rolling_save_every=config.rolling_save_every,
+        rolling_ttl_seconds=config.rolling_ttl_seconds,
+        store=metrics.logger.store,
+        publish=publish,
+    )
+    # The advisories see the run from its start; their task joins the background ones below.
+    advice = AdvisoryWatcher(publish, args.advise, ctx.log_path)
+    stop_advice = bus.subscribe(advice)
+    ctx.on_trial_created = advice.trial_created
+    publish(_run_started(parsed, config, ctx.log_path, gateway.base_url, dataset, start_batch, end_batch))
+    if resume:
+        publish(LogLine(level=LogLevel.INFO, message=f"resuming at batch {start_batch} from {resume.state_path}"))
+
+    # Startup imported torch, Harbor and the cookbook: freeze those objects out of the garbage
+    # collector, whose full passes over them would otherwise stall every proxied request.
+    gc.freeze()
+    inbox = ControlInbox(ctx.log_path, control, on_error=lambda m: publish(LogLine(level=LogLevel.WARNING, message=m)))
+    background = [asyncio.create_task(job) for job in (inbox.run(), gateway.run(), advice.run())]
+    loop = rl_train.do_sync_training(
+        start_batch=start_batch,
+        end_batch=end_batch,
+        num_batches=end_batch,
+        config=config,
+        training_client=cast(tinker.TrainingClient, RecordingTrainingClient(clients.training, trainer_logprobs)),
+        kl_reference_client=clients.kl_reference,
+        evaluators=evaluators,
+        dataset=dataset,
+        ml_logger=metrics.logger,
+        tokenizer=tokenizer,
+        error_counter=None,
+        strategy=strategy,
+        checkpoint_mgr=checkpoint_mgr,
+    )
+
+    async def final_evaluation(sampler_path: str | None) -> None:
+        if evaluators and config.eval_every > 0 and start_batch < end_batch:
+            await _final_evaluation(evaluators, clients.service, sampler_path, metrics.logger, end_batch)
+
+    try:
+        result = await _drive(loop, ctx, checkpoint_mgr, stop_cause, start_batch, end_batch, final_evaluation)
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        stop_advice()
+        stop_admissions()
+        control.task_commands = None
+        metrics.close()
+    await _close_session(clients.service, result.status)
+    control.finish(RunStatus.DONE if result.ended_well else RunStatus.FAILED, result.message)
+    publish(RunEnded(status=result.status, step=result.step, message=result.message))
+    return result
+
+
+async def _drive(
+    loop: Coroutine[Any, Any, None],
+    ctx: RunContext,
+    checkpoint_mgr: PublishingCheckpointManager,
+    stop_cause: StopCause,
+    start_batch: int,
+    end_batch: int,
+    final_evaluation: Callable[[str | None], Awaitable[None]],
+) -> RunResult:
+    """The cookbook's loop to its end: done (then the final evaluation), stopped, failed, or
+    cancelled by an abort. The groups still running when it ends are cancelled."""
+    control = ctx.control
+    training = asyncio.create_task(loop)
+    aborted = asyncio.create_task(control.abort_requested.wait())
+    try:
+        await asyncio.wait({training, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        if not training.done():  # abort: cancel the trials in flight; captures/events stay
+            training.cancel()
+            await asyncio.gather(training, return_exceptions=True)
+            step = ctx.last_batch if ctx.last_batch is not None else start_batch
+            return RunResult(RunStatus.ABORTED, step, _aborted(stop_cause))
+        result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, stop_cause)
+        if result.status == RunStatus.DONE:
+            await final_evaluation(result.sampler_path)
+        return result
+    except Exception as exc:  # noqa: BLE001 - a training-side failure ends the run with a message
+        return _failed_run(exc, ctx, start_batch, ctx.publish)
+    finally:
+        await ctx.cancel_groups()  # siblings of a group that raised must not outlive the run
+        aborted.cancel()
+        await asyncio.gather(aborted, return_exceptions=True)
+
+
+async def _context(
+    parsed: ParsedArgs, control: RunControl, decision_timeout: float | None, publish: Callable[[Any], None]
+) -> tuple[RunContext, health.GatewayWatch, Any, str]:
+    """The gateway checked, the renderer chosen, and the context every group of the run shares;
+    with the gateway's watch, the tokenizer and the renderer's name."""
+    config, harbor = parsed.args.config, parsed.args.harbor
     log_path = Path(config.log_path)
     log_path.mkdir(parents=True, exist_ok=True)
-    publish = bus.publish
-
     template = load_template(Path(harbor.trial_config))
     renderer_name = resolve_renderer_name(config)
     base_url = health.resolve_base_url(config.base_url)
@@ -212,158 +333,117 @@ async def _run(
         token_continuity=harbor.token_continuity,
     )
     _announce_continuity(publish, renderer, renderer_name, harbor.token_continuity)
-    # The recipe's rollout strategy goes straight to the loop (not into the config, which the
-    # cookbook deep-copies for config.json).
-    # The trainer's per-token log-probs, which the training step gets anyway, go beside the captures.
-    trainer_logprobs = TrainerLogprobs(ctx.folder)
-    strategy = RecordingStrategy(HarborRolloutStrategy(ctx), trainer_logprobs)
-    config = chz.replace(config, renderer_name=renderer_name)
+    return ctx, gateway, tokenizer, renderer_name
 
-    ml_logger = ml_log.setup_logging(
-        log_dir=config.log_path, wandb_project=config.wandb_project, config=config, wandb_name=config.wandb_name
-    )
-    loggers = cast(ml_log.MultiplexLogger, ml_logger).loggers
-    derived = DerivedMetrics()
-    loggers.insert(0, derived)
-    loggers.append(EventMetricsLogger(publish))
-    stop_wandb = advisories_to_wandb(ml_logger, bus)  # the advisories, when the metrics go to W&B
-    _quiet_console_logging()
-    resume = checkpoint_utils.get_last_checkpoint(config.log_path)
-    start_batch = resume.batch if resume else 0
 
-    service_client = tinker.ServiceClient(base_url=config.base_url)
-    if resume:
-        training_client = await service_client.create_training_client_from_state_with_optimizer_async(resume.state_path)
-    elif config.load_checkpoint_path:
-        training_client = await service_client.create_training_client_from_state_async(config.load_checkpoint_path)
-    else:
-        training_client = await service_client.create_lora_training_client_async(
-            config.model_name, rank=config.lora_rank
+@dataclass
+class _Metrics:
+    """Where the loop's metrics go: the cookbook's loggers (metrics.jsonl, W&B), the derived
+    figures first and the run's events last; and the advisories, when the metrics go to W&B."""
+
+    logger: Any  # the cookbook's ml_log logger
+    derived: DerivedMetrics
+    stop_wandb: Callable[[], None]
+
+    @classmethod
+    def start(cls, config: rl_train.Config, bus: EventBus) -> _Metrics:
+        ml_logger = ml_log.setup_logging(
+            log_dir=config.log_path, wandb_project=config.wandb_project, config=config, wandb_name=config.wandb_name
         )
+        loggers = cast(ml_log.MultiplexLogger, ml_logger).loggers
+        derived = DerivedMetrics()
+        loggers.insert(0, derived)
+        loggers.append(EventMetricsLogger(bus.publish))
+        stop_wandb = advisories_to_wandb(ml_logger, bus)
+        _quiet_console_logging()
+        return cls(ml_logger, derived, stop_wandb)
 
-    kl_reference_client = None
-    if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
-        reference = config.kl_reference_config
-        assert reference is not None, "config.kl_reference_config is required with config.kl_penalty_coef > 0"
-        kl_reference_client = await _ready(
-            service_client.create_sampling_client(
-                base_model=reference.base_model, model_path=reference.load_checkpoint_path
+    def close(self) -> None:
+        self.stop_wandb()
+        self.logger.close()
+
+
+@dataclass
+class _Clients:
+    """The run's Tinker clients: the service, the policy's training client (resumed, loaded or
+    new) and, with a KL penalty, a sampler of the reference model."""
+
+    service: tinker.ServiceClient
+    training: Any
+    kl_reference: Any | None
+
+    @classmethod
+    async def create(cls, config: rl_train.Config, resume: Any) -> _Clients:
+        service = tinker.ServiceClient(base_url=config.base_url)
+        if resume:
+            training = await service.create_training_client_from_state_with_optimizer_async(resume.state_path)
+        elif config.load_checkpoint_path:
+            training = await service.create_training_client_from_state_async(config.load_checkpoint_path)
+        else:
+            training = await service.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
+        kl_reference = None
+        if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
+            reference = config.kl_reference_config
+            assert reference is not None, "config.kl_reference_config is required with config.kl_penalty_coef > 0"
+            kl_reference = await _ready(
+                service.create_sampling_client(
+                    base_model=reference.base_model, model_path=reference.load_checkpoint_path
+                )
             )
-        )
-    evaluators = []
-    if harbor.eval_tasks_dir:
-        from tbconsole.runner.heldout import HeldOutEvaluator
+        return cls(service, training, kl_reference)
 
-        evaluators.append(HeldOutEvaluator(ctx, Path(harbor.eval_tasks_dir), harbor.eval_group_size))
-    dataset = cast(HarborDataset, (await config.dataset_builder())[0])  # the recipe's builder
-    ctx.dataset = dataset
+
+def _admit_tasks(
+    ctx: RunContext, args: Any, bus: EventBus, control: RunControl, derived: DerivedMetrics, start_batch: int
+) -> Callable[[], None]:
+    """The task admissions (the ledger's retire/restore): a resumed run's earlier changes and
+    groups (the events before this start) are replayed, then every new one is observed. Returns
+    the unsubscribe."""
+    dataset = ctx.dataset
+    assert dataset is not None
     admissions = TaskAdmissions(
-        [p.name for p in dataset.tasks], dataset.schedule, args.ledger, publish, next_batch=start_batch
+        [p.name for p in dataset.tasks], dataset.schedule, args.ledger, bus.publish, next_batch=start_batch
     )
-    # A resumed run's earlier changes and groups (the events before this start), then every new one.
     stop_admissions, earlier_end = bus.subscribe_after_file(admissions.observe)
     if earlier_end > 0 and bus.path is not None:
         admissions.replay(read_events_of(bus.path, ADMISSION_KINDS, end=earlier_end))
     ctx.admissions = admissions
     control.task_commands = admissions.request
     derived.step_figures = admissions.ledger.step_figures
-    num_batches = len(dataset)
-    end_batch = min(config.max_steps, num_batches) if config.max_steps is not None else num_batches
-    checkpoint_mgr = PublishingCheckpointManager(
-        training_client=training_client,
-        service_client=service_client,
-        log_path=config.log_path,
-        save_every=config.save_every,
-        ttl_seconds=config.ttl_seconds,
-        rolling_save_every=config.rolling_save_every,
-        rolling_ttl_seconds=config.rolling_ttl_seconds,
-        store=ml_logger.store,
-        publish=publish,
-    )
-    # The advisories see the run from its start; their task joins the background ones below.
-    advice = AdvisoryWatcher(publish, args.advise, log_path)
-    stop_advice = bus.subscribe(advice)
-    ctx.on_trial_created = advice.trial_created
-    publish(
-        RunStarted(
-            run_id=uuid.uuid4().hex[:12],
-            log_path=str(log_path),
-            model_name=config.model_name,
-            base_url=base_url,
-            renderer_name=renderer_name,
-            total_steps=end_batch,
-            start_step=start_batch,
-            groups_per_batch=dataset.groups_per_batch,
-            group_size=dataset.group_size,
-            tasks=[p.name for p in dataset.tasks],
-            task_families=task_families(dataset.tasks, args.ledger.family_pattern),
-            config=redact(
-                {
-                    "config": _plain(args.config),
-                    "harbor": _plain(harbor),
-                    "advise": asdict(args.advise),
-                    "ledger": _plain(args.ledger),
-                }
-            ),
-        )
-    )
-    if resume:
-        publish(LogLine(level=LogLevel.INFO, message=f"resuming at batch {start_batch} from {resume.state_path}"))
+    return stop_admissions
 
-    # Startup imported torch, Harbor and the cookbook: freeze those objects out of the garbage
-    # collector, whose full passes over them would otherwise stall every proxied request.
-    gc.freeze()
-    inbox = ControlInbox(log_path, control, on_error=lambda m: publish(LogLine(level=LogLevel.WARNING, message=m)))
-    background = [
-        asyncio.create_task(inbox.run()),
-        asyncio.create_task(gateway.run()),
-        asyncio.create_task(advice.run()),
-    ]
-    training = asyncio.create_task(
-        rl_train.do_sync_training(
-            start_batch=start_batch,
-            end_batch=end_batch,
-            num_batches=end_batch,
-            config=config,
-            training_client=cast(tinker.TrainingClient, RecordingTrainingClient(training_client, trainer_logprobs)),
-            kl_reference_client=kl_reference_client,
-            evaluators=evaluators,
-            dataset=dataset,
-            ml_logger=ml_logger,
-            tokenizer=tokenizer,
-            error_counter=None,
-            strategy=strategy,
-            checkpoint_mgr=checkpoint_mgr,
-        )
+
+def _run_started(
+    parsed: ParsedArgs,
+    config: rl_train.Config,
+    log_path: Path,
+    base_url: str,
+    dataset: HarborDataset,
+    start_batch: int,
+    end_batch: int,
+) -> RunStarted:
+    args = parsed.args
+    return RunStarted(
+        run_id=uuid.uuid4().hex[:12],
+        log_path=str(log_path),
+        model_name=config.model_name,
+        base_url=base_url,
+        renderer_name=config.renderer_name,
+        total_steps=end_batch,
+        start_step=start_batch,
+        groups_per_batch=dataset.groups_per_batch,
+        group_size=dataset.group_size,
+        tasks=[p.name for p in dataset.tasks],
+        task_families=task_families(dataset.tasks, args.ledger.family_pattern),
+        config=redact(
+            {
+                "config": _plain(args.config),
+                "harbor": _plain(args.harbor),
+                "advise": asdict(args.advise),
+                "ledger": _plain(args.ledger),
+            }
+        ),
     )
-    aborted = asyncio.create_task(control.abort_requested.wait())
-    try:
-        await asyncio.wait({training, aborted}, return_when=asyncio.FIRST_COMPLETED)
-        if not training.done():  # abort: cancel the trials in flight; captures/events stay
-            training.cancel()
-            await asyncio.gather(training, return_exceptions=True)
-            step = ctx.last_batch if ctx.last_batch is not None else start_batch
-            result = RunResult(RunStatus.ABORTED, step, _aborted(stop_cause))
-        else:
-            result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, stop_cause)
-            if result.status == RunStatus.DONE and evaluators and config.eval_every > 0 and start_batch < end_batch:
-                await _final_evaluation(evaluators, service_client, result.sampler_path, ml_logger, end_batch)
-    except Exception as exc:  # noqa: BLE001 - a training-side failure ends the run with a message
-        result = _failed_run(exc, ctx, start_batch, publish)
-    finally:
-        await ctx.cancel_groups()  # siblings of a group that raised must not outlive the run
-        for task in (*background, aborted):
-            task.cancel()
-        await asyncio.gather(*background, aborted, return_exceptions=True)
-        stop_advice()
-        stop_wandb()
-        stop_admissions()
-        control.task_commands = None
-        ml_logger.close()
-    await _close_session(service_client, result.status)
-    control.finish(RunStatus.DONE if result.ended_well else RunStatus.FAILED, result.message)
-    publish(RunEnded(status=result.status, step=result.step, message=result.message))
-    return result
 
 
 def _aborted(stop_cause: StopCause) -> str:

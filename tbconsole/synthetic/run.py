@@ -8,8 +8,8 @@ needs a decision (then retry of the group) and a clean stop. The turns' text (ho
 included, to test that they stay plain text) goes where a real run puts it: into capture files,
 through ``captures`` (``tbconsole.synthetic.captures``), never into the events.
 
-(Over 400 lines: ``synthetic_run`` plays one run in time order from one clock and one set of
-counters; cut into pieces, that state would travel between them.)
+A run is played by ``_Player`` (one random stream, one clock per batch), one method per part of
+it: a batch, a group's attempts, a trial, its turns, a failure, the gateway's probes, training.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tbconsole.record.enums import ControlState, Decision, DecisionBy, FailureKind, LogLevel, RunStatus, TrialOutcome
 from tbconsole.record.enums import TrialPhase as Phase
@@ -222,346 +224,412 @@ def heldout_evaluation(
     )
 
 
-def synthetic_run(
-    *,
-    steps: int = 3,
-    groups: int = 4,
-    group_size: int = 4,
-    seed: int = 0,
-    t0: float = T0,
-    turns: tuple[int, int] = (2, 6),
-    error_at: tuple[int, int] | None = None,
-    decision: str | None = Decision.RETRY_GROUP,
-    pause_after: int | None = None,
-    stop_after: int | None = None,
-    hostile: bool = True,
-    text: bool = True,
-    end: bool = True,
-    log_path: str = "/tmp/tbconsole-demo",
-    trials_dir: str | None = None,
-    captures: SyntheticCaptures | None = None,
-    prompt_step: int = 400,
-    tool_output: Callable[[int], str] | None = None,
-    heldout_at: tuple[int, ...] = (),
-) -> Iterator[Event]:
-    """Yield a run's events in order. ``error_at=(step, group)`` raises an error needing a
-    decision in that group (``decision`` None leaves it pending and ends the stream there);
-    ``pause_after`` pauses after that step's batch for a while; ``stop_after`` stops cleanly
-    after that step; ``end`` False leaves the run unfinished (a live run's file). ``captures``
-    receives each captured turn's text (``text`` False: token-only lines, as older runs wrote):
-    ``tool_output(k)`` what the k-th turn's command printed (None: one short line), while each
-    turn's prompt grows by ``prompt_step`` tokens in its ``proxy.request``. ``heldout_at``: the
-    numbers of updates after which a held-out evaluation runs, as the runner runs them (before
-    that step's batch; ``steps``: after the last), its trials' events wrapped as held-out."""
-    rng = random.Random(seed)
-    tasks = list(TASKS)
-    now = t0
-    yield RunStarted(
-        ts=now,
-        run_id=f"demo-{seed}",
-        log_path=log_path,
-        model_name="Qwen/Qwen3-4B-Instruct-2507",
-        base_url="http://127.0.0.1:10613",
-        renderer_name="qwen3",
-        total_steps=steps,
-        groups_per_batch=groups,
-        group_size=group_size,
-        tasks=tasks,
-        config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"},
-    )
-    yield ControlChanged(ts=now, state=ControlState.RUNNING)
-    sampler = None
-    trial_serial = 0
-    for step in range(steps):
-        if step in heldout_at:
-            for event in heldout_evaluation(step, now + 0.2, random.Random(f"{seed}:{step}"), captures=captures):
-                yield event
-                now = max(now, event.ts)
-        clock = _Clock()
-        start = now + 0.5
-        picked = [tasks[(step * groups + g) % len(tasks)] for g in range(groups)]
-        clock.add(
+@dataclass(frozen=True)
+class RunShape:
+    """What a synthetic run looks like: ``synthetic_run``'s options (its docstring says each)."""
+
+    steps: int = 3
+    groups: int = 4
+    group_size: int = 4
+    seed: int = 0
+    t0: float = T0
+    turns: tuple[int, int] = (2, 6)
+    error_at: tuple[int, int] | None = None
+    decision: str | None = Decision.RETRY_GROUP
+    pause_after: int | None = None
+    stop_after: int | None = None
+    hostile: bool = True
+    text: bool = True
+    end: bool = True
+    log_path: str = "/tmp/tbconsole-demo"
+    trials_dir: str | None = None
+    prompt_step: int = 400
+    tool_output: Callable[[int], str] | None = None
+    heldout_at: tuple[int, ...] = ()
+
+
+def synthetic_run(*, captures: SyntheticCaptures | None = None, **shape: Any) -> Iterator[Event]:
+    """Yield a run's events in order; ``shape``: the fields of ``RunShape``. ``error_at=(step,
+    group)`` raises an error needing a decision in that group (``decision`` None leaves it
+    pending and ends the stream there); ``pause_after`` pauses after that step's batch for a
+    while; ``stop_after`` stops cleanly after that step; ``end`` False leaves the run unfinished
+    (a live run's file). ``captures`` receives each captured turn's text (``text`` False:
+    token-only lines, as older runs wrote): ``tool_output(k)`` what the k-th turn's command
+    printed (None: one short line), while each turn's prompt grows by ``prompt_step`` tokens in
+    its ``proxy.request``. ``heldout_at``: the numbers of updates after which a held-out
+    evaluation runs, as the runner runs them (before that step's batch; ``steps``: after the
+    last), its trials' events wrapped as held-out."""
+    return _Player(RunShape(**shape), captures).events()
+
+
+@dataclass
+class _Batch:
+    """One step's batch while it is played: its events in time order and its running totals."""
+
+    step: int
+    start: float
+    clock: _Clock = field(default_factory=_Clock)
+    end: float = 0.0  # when its last group ended
+    rewards: list[float] = field(default_factory=list)
+    turns: int = 0
+    tokens: int = 0
+    ended_run: bool = False  # an error left pending, or an abort: the stream ends with this batch
+
+
+@dataclass
+class _Group:
+    """One attempt at a group: its trials, when it started, and what they scored."""
+
+    index: int
+    task: str
+    names: list[str]
+    start: float
+    failing: bool  # the attempt the error is raised in
+    end: float = 0.0
+    rewards: list[float | None] = field(default_factory=list)
+    fail_ts: float | None = None
+
+
+class _Player:
+    """Plays one run in time order from one random stream: every draw happens in the order the
+    original single-function player made it, so a seed gives the same run as it always has."""
+
+    def __init__(self, shape: RunShape, captures: SyntheticCaptures | None) -> None:
+        self.shape = shape
+        self.captures = captures
+        self.rng = random.Random(shape.seed)
+        self.tasks = list(TASKS)
+        self.now = shape.t0
+        self.sampler: str | None = None
+        self.trial_serial = 0
+
+    def events(self) -> Iterator[Event]:
+        s = self.shape
+        yield RunStarted(
+            ts=self.now,
+            run_id=f"demo-{s.seed}",
+            log_path=s.log_path,
+            model_name="Qwen/Qwen3-4B-Instruct-2507",
+            base_url="http://127.0.0.1:10613",
+            renderer_name="qwen3",
+            total_steps=s.steps,
+            groups_per_batch=s.groups,
+            group_size=s.group_size,
+            tasks=self.tasks,
+            config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"},
+        )
+        yield ControlChanged(ts=self.now, state=ControlState.RUNNING)
+        for step in range(s.steps):
+            if step in s.heldout_at:
+                yield from self._heldout(step, 0.2)
+            if (yield from self._batch(step)):
+                return
+        if s.steps in s.heldout_at:  # the final weights, after the last step
+            yield from self._heldout(s.steps, 0.5)
+        if s.end:
+            yield ControlChanged(ts=self.now + 1, state=RunStatus.DONE)
+            yield RunEnded(ts=self.now + 1, status=RunStatus.DONE, step=s.steps - 1)
+
+    def _heldout(self, after_updates: int, delay: float) -> Iterator[Event]:
+        rng = random.Random(f"{self.shape.seed}:{after_updates}")
+        for event in heldout_evaluation(after_updates, self.now + delay, rng, captures=self.captures):
+            yield event
+            self.now = max(self.now, event.ts)
+
+    def _batch(self, step: int) -> Generator[Event, None, bool]:
+        """One step: its groups' events merged in time, then its training. True: the run ended."""
+        s = self.shape
+        batch = _Batch(step, start=self.now + 0.5)
+        batch.end = batch.start
+        picked = [self.tasks[(step * s.groups + g) % len(self.tasks)] for g in range(s.groups)]
+        batch.clock.add(
             BatchStarted(
-                ts=start,
+                ts=batch.start,
                 step=step,
-                groups=[{"group": g, "task": picked[g], "trials": group_size} for g in range(groups)],
+                groups=[{"group": g, "task": picked[g], "trials": s.group_size} for g in range(s.groups)],
             )
         )
-        batch_end = start
-        all_rewards: list[float] = []
-        total_turns = 0
-        total_tokens = 0
-        pending_end = False
-        for g in range(groups):
-            task = picked[g]
-            attempts = 2 if (error_at == (step, g) and decision == Decision.RETRY_GROUP) else 1
-            g_start = start + 0.05 * g
-            for attempt in range(attempts):
-                names = []
-                for _ in range(group_size):
-                    trial_serial += 1
-                    names.append(f"{task}__{trial_serial:05d}")
-                clock.add(
-                    GroupStarted(
-                        ts=g_start,
-                        step=step,
-                        group=g,
-                        task=task,
-                        trials=names,
-                        proxy_url=f"http://127.0.0.1:{40000 + g}",
-                    )
-                )
-                failing = error_at == (step, g) and attempt == 0
-                rewards: list[float | None] = []
-                g_end = g_start
-                fail_ts = None
-                for i, name in enumerate(names):
-                    tdir = f"{trials_dir}/{name}" if trials_dir else None
-                    t = g_start + 0.01 * i
-                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
-                    t += rng.uniform(0.2, 1.5)
-                    clock.add(
-                        TrialPhaseChanged(
-                            ts=t, step=step, group=g, trial=name, phase=Phase.ENVIRONMENT, task=task, trial_dir=tdir
-                        )
-                    )
-                    t += rng.uniform(0.5, 2.0)
-                    clock.add(
-                        TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT_SETUP, task=task)
-                    )
-                    t += rng.uniform(0.3, 1.0)
-                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
-                    n_turns = rng.randint(*turns)
-                    out_tokens = 0
-                    captured = 0
-                    for k in range(n_turns):
-                        t += rng.uniform(1.0, 6.0)
-                        rejected = rng.random() < 0.05
-                        otoks = 0 if rejected else rng.randint(40, 600)
-                        ptoks = 0 if rejected else 800 + prompt_step * k + rng.randint(0, 200)
-                        reply = None
-                        messages = None
-                        if text and not rejected:
-                            reply = REPLIES[k % len(REPLIES)]
-                            if hostile and rng.random() < 0.3:
-                                reply = reply + "\n" + HOSTILE[rng.randrange(len(HOSTILE))]
-                            printed = (
-                                tool_output(k)
-                                if tool_output is not None
-                                else f"<returncode>0</returncode>\n<output>step {k} output\n"
-                                f"{HOSTILE[k % len(HOSTILE)] if hostile else ''}</output>"
-                            )
-                            content = f"Task {task}: make the tests pass." if k == 0 else printed
-                            messages = [{"role": "user", "content": content}]
-                            if k == 0:
-                                messages.insert(0, {"role": "system", "content": SYSTEM})
-                        request = ProxyRequest(
-                            ts=t,
-                            step=step,
-                            group=g,
-                            trial=name,
-                            api="openai",
-                            stream=False,
-                            status=400 if rejected else 200,
-                            captured=not rejected,
-                            turn=None if rejected else captured,
-                            prompt_tokens=ptoks,
-                            output_tokens=otoks,
-                            stop_reason=None if rejected else "stop",
-                            sample_ms=None if rejected else otoks * 4.0,
-                            total_ms=5.0 if rejected else otoks * 4.0 + 12,
-                            error="prompt + max_tokens exceed the context window" if rejected else None,
-                        )
-                        clock.add(request)
-                        if captures is not None and not rejected:
-                            captures.add(request, messages, _reply(reply, k) if reply is not None else None)
-                        if not rejected:
-                            captured += 1
-                            out_tokens += otoks
-                    if failing and i == 1:
-                        fail_ts = t + 0.5
-                        clock.add(
-                            CaptureLost(
-                                ts=fail_ts - 0.1,
-                                step=step,
-                                group=g,
-                                trial=name,
-                                error="capture write failed: No space left on device",
-                            )
-                        )
-                        clock.add(
-                            TrialEnded(
-                                ts=fail_ts,
-                                step=step,
-                                group=g,
-                                trial=name,
-                                outcome=TrialOutcome.AGENT_ERROR,
-                                scored=False,
-                                reward=None,
-                                turns=n_turns,
-                                output_tokens=out_tokens,
-                                trial_dir=tdir,
-                                timings={"agent": t - g_start},
-                                exception_type=FailureKind.CAPTURE_LOST,
-                                exception_message="capture write failed: No space left on device",
-                            )
-                        )
-                        rewards.append(None)
-                        g_end = max(g_end, fail_ts)
-                        continue
-                    if failing:
-                        continue  # cancelled when the failure is raised
-                    t += rng.uniform(0.2, 0.6)
-                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.VERIFYING, task=task))
-                    t += rng.uniform(0.5, 2.0)
-                    reward = 1.0 if rng.random() < TASKS[task] else 0.0
-                    outcome = TrialOutcome.SUBMITTED if rng.random() < 0.9 else TrialOutcome.TIME_LIMIT
-                    clock.add(
-                        TrialEnded(
-                            ts=t,
-                            step=step,
-                            group=g,
-                            trial=name,
-                            outcome=outcome,
-                            scored=True,
-                            reward=reward,
-                            turns=n_turns,
-                            output_tokens=out_tokens,
-                            trial_dir=tdir,
-                            timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - g_start - 3, "verifier": 1.0},
-                        )
-                    )
-                    clock.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
-                    rewards.append(reward)
-                    all_rewards.append(reward)
-                    total_turns += n_turns
-                    total_tokens += out_tokens
-                    g_end = max(g_end, t)
-                if failing:
-                    assert fail_ts is not None  # set at the group's second trial
-                    # As the runner: the failure cancels the group's other trials (they send no
-                    # trial.ended), the group ends unscored, then the error asks for a decision.
-                    doomed = set(names)
-                    clock.heap = [
-                        item
-                        for item in clock.heap
-                        if not (getattr(item[2], "trial", None) in doomed and item[0] > fail_ts)
-                    ]
-                    heapq.heapify(clock.heap)
-                    clock.add(
-                        GroupEnded(
-                            ts=fail_ts + 0.1,
-                            step=step,
-                            group=g,
-                            rewards=[None] * len(names),
-                            ok=False,
-                            error=f"trial {names[1]}: CaptureLost: capture write failed",
-                        )
-                    )
-                    clock.add(
-                        ErrorRaised(
-                            ts=fail_ts + 0.2,
-                            step=step,
-                            group=g,
-                            trial=names[1],
-                            exception_type=FailureKind.CAPTURE_LOST,
-                            message="capture write failed: No space left on device",
-                            trial_dir=f"{trials_dir}/{names[1]}" if trials_dir else None,
-                            decision_needed=True,
-                        )
-                    )
-                    clock.add(
-                        ControlChanged(
-                            ts=fail_ts + 0.21,
-                            state=ControlState.AWAITING_DECISION,
-                            reason=f"an error needs a decision: {Decision.ABORT} or {Decision.RETRY_GROUP}",
-                        )
-                    )
-                    if decision is None:
-                        pending_end = True
-                        break
-                    clock.add(
-                        DecisionMade(ts=fail_ts + 4.0, step=step, group=g, decision=decision, by=DecisionBy.CONSOLE)
-                    )
-                    if decision == Decision.ABORT:
-                        clock.add(
-                            ControlChanged(ts=fail_ts + 4.01, state=ControlState.ABORTING, reason="abort requested")
-                        )
-                        pending_end = True
-                        break
-                    clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.RUNNING))
-                    g_start = fail_ts + 4.1
-                    continue
-                clock.add(GroupEnded(ts=g_end + 0.01, step=step, group=g, rewards=rewards, ok=True))
-                batch_end = max(batch_end, g_end + 0.02)
-            if pending_end:
+        for g, task in enumerate(picked):
+            g_start = self._group(batch, g, task)
+            if batch.ended_run:
                 break
-            if rng.random() < 0.3:
-                clock.add(LogLine(ts=g_start + 1, level=LogLevel.INFO, message=f"group {g}: {task} running"))
-        # gateway probes every 5 s through the batch
-        probe = start
-        horizon = max(batch_end, start + 1)
+            if self.rng.random() < 0.3:
+                batch.clock.add(LogLine(ts=g_start + 1, level=LogLevel.INFO, message=f"group {g}: {task} running"))
+        self._probes(batch)
+        if step == s.pause_after:
+            batch.clock.add(
+                ControlChanged(ts=batch.start + 2.0, state=ControlState.PAUSING, reason="pause after the current batch")
+            )
+        if step == s.stop_after:
+            batch.clock.add(
+                ControlChanged(
+                    ts=batch.start + 2.0, state=ControlState.STOPPING, reason="stop after the current batch is trained"
+                )
+            )
+        events = list(batch.clock.drain())
+        yield from events
+        if batch.ended_run:
+            if s.decision == Decision.ABORT:
+                last = events[-1].ts
+                yield RunEnded(ts=last + 1, status=RunStatus.ABORTED, step=step, message="aborted after CaptureLost")
+                yield ControlChanged(ts=last + 1.01, state=RunStatus.FAILED, reason="aborted")
+            return True
+        return (yield from self._trained(batch))
+
+    def _group(self, batch: _Batch, g: int, task: str) -> float:
+        """A group's attempts (two when its error is retried); returns the last one's start."""
+        s = self.shape
+        attempts = 2 if (s.error_at == (batch.step, g) and s.decision == Decision.RETRY_GROUP) else 1
+        g_start = batch.start + 0.05 * g
+        for attempt in range(attempts):
+            names = []
+            for _ in range(s.group_size):
+                self.trial_serial += 1
+                names.append(f"{task}__{self.trial_serial:05d}")
+            batch.clock.add(
+                GroupStarted(
+                    ts=g_start,
+                    step=batch.step,
+                    group=g,
+                    task=task,
+                    trials=names,
+                    proxy_url=f"http://127.0.0.1:{40000 + g}",
+                )
+            )
+            group = _Group(g, task, names, g_start, failing=s.error_at == (batch.step, g) and attempt == 0)
+            group.end = g_start
+            for i, name in enumerate(names):
+                self._trial(batch, group, i, name)
+            if group.failing:
+                resumed = self._failed(batch, group)
+                if resumed is None:
+                    batch.ended_run = True
+                    break
+                g_start = resumed
+                continue
+            batch.clock.add(GroupEnded(ts=group.end + 0.01, step=batch.step, group=g, rewards=group.rewards, ok=True))
+            batch.end = max(batch.end, group.end + 0.02)
+        return g_start
+
+    def _trial(self, batch: _Batch, group: _Group, i: int, name: str) -> None:
+        """One trial's phases, turns and end (in a failing attempt: the second trial's capture is
+        lost, the others are cancelled when the failure is raised)."""
+        rng, add = self.rng, batch.clock.add
+        step, g, task = batch.step, group.index, group.task
+        tdir = f"{self.shape.trials_dir}/{name}" if self.shape.trials_dir else None
+        t = group.start + 0.01 * i
+        add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
+        t += rng.uniform(0.2, 1.5)
+        add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.ENVIRONMENT, task=task, trial_dir=tdir))
+        t += rng.uniform(0.5, 2.0)
+        add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT_SETUP, task=task))
+        t += rng.uniform(0.3, 1.0)
+        add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
+        t, n_turns, out_tokens = self._turns(batch, group, name, t)
+        if group.failing and i == 1:
+            group.fail_ts = fail_ts = t + 0.5
+            lost = "capture write failed: No space left on device"
+            add(CaptureLost(ts=fail_ts - 0.1, step=step, group=g, trial=name, error=lost))
+            add(
+                TrialEnded(
+                    ts=fail_ts,
+                    step=step,
+                    group=g,
+                    trial=name,
+                    outcome=TrialOutcome.AGENT_ERROR,
+                    scored=False,
+                    reward=None,
+                    turns=n_turns,
+                    output_tokens=out_tokens,
+                    trial_dir=tdir,
+                    timings={"agent": t - group.start},
+                    exception_type=FailureKind.CAPTURE_LOST,
+                    exception_message=lost,
+                )
+            )
+            group.rewards.append(None)
+            group.end = max(group.end, fail_ts)
+            return
+        if group.failing:
+            return  # cancelled when the failure is raised
+        t += rng.uniform(0.2, 0.6)
+        add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.VERIFYING, task=task))
+        t += rng.uniform(0.5, 2.0)
+        reward = 1.0 if rng.random() < TASKS[task] else 0.0
+        outcome = TrialOutcome.SUBMITTED if rng.random() < 0.9 else TrialOutcome.TIME_LIMIT
+        add(
+            TrialEnded(
+                ts=t,
+                step=step,
+                group=g,
+                trial=name,
+                outcome=outcome,
+                scored=True,
+                reward=reward,
+                turns=n_turns,
+                output_tokens=out_tokens,
+                trial_dir=tdir,
+                timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - group.start - 3, "verifier": 1.0},
+            )
+        )
+        add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
+        group.rewards.append(reward)
+        batch.rewards.append(reward)
+        batch.turns += n_turns
+        batch.tokens += out_tokens
+        group.end = max(group.end, t)
+
+    def _turns(self, batch: _Batch, group: _Group, name: str, t: float) -> tuple[float, int, int]:
+        """A trial's agent turns through the proxy (some rejected); returns the time after them,
+        their number and the output tokens captured."""
+        s, rng = self.shape, self.rng
+        n_turns = rng.randint(*s.turns)
+        out_tokens = 0
+        captured = 0
+        for k in range(n_turns):
+            t += rng.uniform(1.0, 6.0)
+            rejected = rng.random() < 0.05
+            otoks = 0 if rejected else rng.randint(40, 600)
+            ptoks = 0 if rejected else 800 + s.prompt_step * k + rng.randint(0, 200)
+            reply, messages = self._turn_text(group.task, k) if s.text and not rejected else (None, None)
+            request = ProxyRequest(
+                ts=t,
+                step=batch.step,
+                group=group.index,
+                trial=name,
+                api="openai",
+                stream=False,
+                status=400 if rejected else 200,
+                captured=not rejected,
+                turn=None if rejected else captured,
+                prompt_tokens=ptoks,
+                output_tokens=otoks,
+                stop_reason=None if rejected else "stop",
+                sample_ms=None if rejected else otoks * 4.0,
+                total_ms=5.0 if rejected else otoks * 4.0 + 12,
+                error="prompt + max_tokens exceed the context window" if rejected else None,
+            )
+            batch.clock.add(request)
+            if self.captures is not None and not rejected:
+                self.captures.add(request, messages, _reply(reply, k) if reply is not None else None)
+            if not rejected:
+                captured += 1
+                out_tokens += otoks
+        return t, n_turns, out_tokens
+
+    def _turn_text(self, task: str, k: int) -> tuple[str, list[dict[str, str]]]:
+        """The k-th turn's reply (sometimes with hostile text) and the messages it answered."""
+        s = self.shape
+        reply = REPLIES[k % len(REPLIES)]
+        if s.hostile and self.rng.random() < 0.3:
+            reply = reply + "\n" + HOSTILE[self.rng.randrange(len(HOSTILE))]
+        printed = (
+            s.tool_output(k)
+            if s.tool_output is not None
+            else f"<returncode>0</returncode>\n<output>step {k} output\n"
+            f"{HOSTILE[k % len(HOSTILE)] if s.hostile else ''}</output>"
+        )
+        content = f"Task {task}: make the tests pass." if k == 0 else printed
+        messages = [{"role": "user", "content": content}]
+        if k == 0:
+            messages.insert(0, {"role": "system", "content": SYSTEM})
+        return reply, messages
+
+    def _failed(self, batch: _Batch, group: _Group) -> float | None:
+        """As the runner: the failure cancels the group's other trials (they send no trial.ended),
+        the group ends unscored, then the error asks for a decision. Returns when the retried
+        attempt starts; None when the stream ends here (no decision yet, or an abort)."""
+        s, clock, step, g = self.shape, batch.clock, batch.step, group.index
+        fail_ts = group.fail_ts
+        assert fail_ts is not None  # set at the group's second trial
+        doomed = set(group.names)
+        clock.heap = [
+            item for item in clock.heap if not (getattr(item[2], "trial", None) in doomed and item[0] > fail_ts)
+        ]
+        heapq.heapify(clock.heap)
+        clock.add(
+            GroupEnded(
+                ts=fail_ts + 0.1,
+                step=step,
+                group=g,
+                rewards=[None] * len(group.names),
+                ok=False,
+                error=f"trial {group.names[1]}: CaptureLost: capture write failed",
+            )
+        )
+        clock.add(
+            ErrorRaised(
+                ts=fail_ts + 0.2,
+                step=step,
+                group=g,
+                trial=group.names[1],
+                exception_type=FailureKind.CAPTURE_LOST,
+                message="capture write failed: No space left on device",
+                trial_dir=f"{s.trials_dir}/{group.names[1]}" if s.trials_dir else None,
+                decision_needed=True,
+            )
+        )
+        clock.add(
+            ControlChanged(
+                ts=fail_ts + 0.21,
+                state=ControlState.AWAITING_DECISION,
+                reason=f"an error needs a decision: {Decision.ABORT} or {Decision.RETRY_GROUP}",
+            )
+        )
+        if s.decision is None:
+            return None
+        clock.add(DecisionMade(ts=fail_ts + 4.0, step=step, group=g, decision=s.decision, by=DecisionBy.CONSOLE))
+        if s.decision == Decision.ABORT:
+            clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.ABORTING, reason="abort requested"))
+            return None
+        clock.add(ControlChanged(ts=fail_ts + 4.01, state=ControlState.RUNNING))
+        return fail_ts + 4.1
+
+    def _probes(self, batch: _Batch) -> None:
+        """Gateway probes every 5 s through the batch."""
+        probe = batch.start
+        horizon = max(batch.end, batch.start + 1)
         while probe < horizon:
-            ok = rng.random() > 0.03
-            clock.add(
+            ok = self.rng.random() > 0.03
+            batch.clock.add(
                 GatewayHealth(
                     ts=probe,
                     base_url="http://127.0.0.1:10613",
                     ok=ok,
-                    latency_ms=rng.uniform(3, 25) if ok else None,
+                    latency_ms=self.rng.uniform(3, 25) if ok else None,
                     error=None if ok else "connection refused",
-                    sampler_path=sampler,
+                    sampler_path=self.sampler,
                 )
             )
             probe += 5.0
-        if step == pause_after:
-            clock.add(
-                ControlChanged(ts=start + 2.0, state=ControlState.PAUSING, reason="pause after the current batch")
-            )
-        if step == stop_after:
-            clock.add(
-                ControlChanged(
-                    ts=start + 2.0, state=ControlState.STOPPING, reason="stop after the current batch is trained"
-                )
-            )
-        events = list(clock.drain())
-        yield from events
-        if pending_end:
-            if decision == Decision.ABORT:
-                last = events[-1].ts
-                yield RunEnded(ts=last + 1, status=RunStatus.ABORTED, step=step, message="aborted after CaptureLost")
-                yield ControlChanged(ts=last + 1.01, state=RunStatus.FAILED, reason="aborted")
-            return
-        now = batch_end
-        yield BatchEnded(ts=now, step=step)
-        now += rng.uniform(3, 8)  # training
-        yield StepMetrics(
-            ts=now, step=step, metrics=_metrics(step, steps, all_rewards, total_turns, total_tokens, now - start, rng)
-        )
-        sampler = f"tinker://demo-{seed}/sampler_weights/{step + 1:06d}"
-        if (step + 1) % 2 == 0 or step == stop_after:
+
+    def _trained(self, batch: _Batch) -> Generator[Event, None, bool]:
+        """The batch's training: its metrics, a checkpoint every other step, then a stop or a
+        pause when asked for. True: the run stopped here."""
+        s, step = self.shape, batch.step
+        self.now = batch.end
+        yield BatchEnded(ts=self.now, step=step)
+        self.now += self.rng.uniform(3, 8)  # training
+        metrics = _metrics(step, s.steps, batch.rewards, batch.turns, batch.tokens, self.now - batch.start, self.rng)
+        yield StepMetrics(ts=self.now, step=step, metrics=metrics)
+        self.sampler = f"tinker://demo-{s.seed}/sampler_weights/{step + 1:06d}"
+        if (step + 1) % 2 == 0 or step == s.stop_after:
             yield CheckpointSaved(
-                ts=now + 0.5,
+                ts=self.now + 0.5,
                 step=step,
                 name=f"{step + 1:06d}",
-                state_path=f"tinker://demo-{seed}/weights/{step + 1:06d}",
-                sampler_path=sampler,
+                state_path=f"tinker://demo-{s.seed}/weights/{step + 1:06d}",
+                sampler_path=self.sampler,
             )
-        if step == stop_after:
-            yield ControlChanged(ts=now + 1, state=RunStatus.DONE, reason="stopped")
-            yield RunEnded(ts=now + 1, status=RunStatus.STOPPED, step=step)
-            return
-        if step == pause_after:
-            yield ControlChanged(ts=now + 0.6, state=ControlState.PAUSED, reason="paused after the batch")
-            now += 30
-            yield ControlChanged(ts=now, state=ControlState.RUNNING)
-    if steps in heldout_at:  # the final weights, after the last step
-        for event in heldout_evaluation(steps, now + 0.5, random.Random(f"{seed}:{steps}"), captures=captures):
-            yield event
-            now = max(now, event.ts)
-    if end:
-        yield ControlChanged(ts=now + 1, state=RunStatus.DONE)
-        yield RunEnded(ts=now + 1, status=RunStatus.DONE, step=steps - 1)
+        if step == s.stop_after:
+            yield ControlChanged(ts=self.now + 1, state=RunStatus.DONE, reason="stopped")
+            yield RunEnded(ts=self.now + 1, status=RunStatus.STOPPED, step=step)
+            return True
+        if step == s.pause_after:
+            yield ControlChanged(ts=self.now + 0.6, state=ControlState.PAUSED, reason="paused after the batch")
+            self.now += 30
+            yield ControlChanged(ts=self.now, state=ControlState.RUNNING)
+        return False
 
 
 def write_jsonl(events, path: Path) -> Path:
