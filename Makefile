@@ -2,13 +2,14 @@
 # .venv, then the agent CLIs in .agents/ through scripts/agents.sh).
 #   make demo   — run the main job: the recipe on the embedded default, in the console
 #   make test   — the checks of `make lint`, then the test suite
-#   make lint   — import contracts (lint-imports), ruff lint and format check, mypy
+#   make lint   — import contracts (lint-imports), ruff lint and format check, mypy, the docs built strict
+#   make docs   — the docs site (mkdocs.yml, docs/) built strict into site/; README.md's links checked
 #   make agents — (again) install the pinned Claude Code and Codex CLI into .agents/
 PY := .venv/bin/python
 BIN := .venv/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup agents demo lint test
+.PHONY: setup agents demo lint docs test
 setup:
 	@scripts/bootstrap.sh
 
@@ -24,6 +25,12 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	@scripts/docs.sh
+
+# The site builds offline (no web fonts, no plugin that fetches); scripts/docs.sh runs
+# $(BIN)/mkdocs build --strict after checking README.md's relative links.
+docs: setup
+	@scripts/docs.sh
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
