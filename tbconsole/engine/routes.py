@@ -64,41 +64,16 @@ async def _field(request: web.Request, name: str) -> Any:
 
 
 class Routes:
+    """The engine's HTTP app: its middleware (API key, errors as JSON) and the routes of each
+    part of the API, one class a part."""
+
     def __init__(self, engine: Engine):
         self.engine = engine
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._middleware])
-        r = app.router
-        post, get = r.add_post, r.add_get
-        post(f"{API}/client/config", self.client_config)
-        post(f"{API}/client/dynamic_config", self.client_dynamic_config)
-        post(f"{API}/create_session", self.create_session)
-        post(f"{API}/session_heartbeat", self.session_heartbeat)
-        post(f"{API}/sessions/{{session_id}}/finish", self.finish_session)
-        post(f"{API}/telemetry", self.telemetry)
-        get(f"{API}/healthz", self.healthz)
-        get(f"{API}/get_server_capabilities", self.capabilities)
-        get(f"{API}/status", self.status)
-        post(f"{API}/create_model", self.create_model)
-        post(f"{API}/get_info", self.get_info)
-        post(f"{API}/forward_backward", self.forward_backward)
-        post(f"{API}/optim_step", self.optim_step)
-        post(f"{API}/save_weights", self.save_weights)
-        post(f"{API}/save_weights_for_sampler", self.save_weights_for_sampler)
-        post(f"{API}/load_weights", self.load_weights)
-        post(f"{API}/unload_model", self.unload_model)
-        post(f"{API}/create_sampling_session", self.create_sampling_session)
-        post(f"{API}/asample", self.asample)
-        post(f"{API}/retrieve_future", self.retrieve_future)
-        post(f"{API}/cancel_future", self.cancel_future)
-        get(f"{API}/training_runs", self.list_training_runs)
-        get(f"{API}/training_runs/{{run_id}}", self.get_training_run)
-        get(f"{API}/training_runs/{{run_id}}/checkpoints", self.list_checkpoints)
-        r.add_delete(f"{API}/training_runs/{{run_id}}/checkpoints/{{cid:.+}}", self.delete_checkpoint)
-        get(f"{API}/checkpoints", self.list_all_checkpoints)
-        post(f"{API}/weights_info", self.weights_info)
-        get(f"{API}/samplers/{{sampler_id}}", self.get_sampler)
+        for part in (ServiceRoutes, TrainingRoutes, SamplingRoutes, RunRoutes):
+            part(self.engine).add_to(app.router)
         return app
 
     @web.middleware
@@ -116,6 +91,27 @@ class Routes:
             log.exception("unhandled error in %s", request.path)
             msg = f"internal error: {type(e).__name__}: {e}"
             return web.json_response({"error": msg, "detail": msg}, status=500)
+
+
+class _Part:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+
+class ServiceRoutes(_Part):
+    """The client's configuration, sessions, telemetry, health and the console's status."""
+
+    def add_to(self, r: web.UrlDispatcher) -> None:
+        post, get = r.add_post, r.add_get
+        post(f"{API}/client/config", self.client_config)
+        post(f"{API}/client/dynamic_config", self.client_dynamic_config)
+        post(f"{API}/create_session", self.create_session)
+        post(f"{API}/session_heartbeat", self.session_heartbeat)
+        post(f"{API}/sessions/{{session_id}}/finish", self.finish_session)
+        post(f"{API}/telemetry", self.telemetry)
+        get(f"{API}/healthz", self.healthz)
+        get(f"{API}/get_server_capabilities", self.capabilities)
+        get(f"{API}/status", self.status)
 
     # ------------------------------------------------------------------ session/service
     async def client_config(self, request: web.Request) -> web.Response:
@@ -163,7 +159,21 @@ class Routes:
                  "trainable": True, "sampleable": True}  # fmt: skip
         return web.json_response({"supported_models": [model]})
 
-    # ------------------------------------------------------------------ training
+
+class TrainingRoutes(_Part):
+    """The training client's calls: each validated at once, then queued as a future."""
+
+    def add_to(self, r: web.UrlDispatcher) -> None:
+        post = r.add_post
+        post(f"{API}/create_model", self.create_model)
+        post(f"{API}/get_info", self.get_info)
+        post(f"{API}/forward_backward", self.forward_backward)
+        post(f"{API}/optim_step", self.optim_step)
+        post(f"{API}/save_weights", self.save_weights)
+        post(f"{API}/save_weights_for_sampler", self.save_weights_for_sampler)
+        post(f"{API}/load_weights", self.load_weights)
+        post(f"{API}/unload_model", self.unload_model)
+
     async def create_model(self, request: web.Request) -> web.Response:
         body = await _parse(types.CreateModelRequest, request)
         return web.json_response(self.engine.training.create_model(body))
@@ -213,7 +223,18 @@ class Routes:
         model_id = await _field(request, "model_id")
         return web.json_response(await self.engine.training.unload_model(str(model_id)))
 
-    # ------------------------------------------------------------------ sampling
+
+class SamplingRoutes(_Part):
+    """Sampling sessions, samples, and the futures every queued call is retrieved through."""
+
+    def add_to(self, r: web.UrlDispatcher) -> None:
+        post = r.add_post
+        post(f"{API}/create_sampling_session", self.create_sampling_session)
+        post(f"{API}/asample", self.asample)
+        post(f"{API}/retrieve_future", self.retrieve_future)
+        post(f"{API}/cancel_future", self.cancel_future)
+        r.add_get(f"{API}/samplers/{{sampler_id}}", self.get_sampler)
+
     async def create_sampling_session(self, request: web.Request) -> web.Response:
         body = await _parse(types.CreateSamplingSessionRequest, request)
         sid = await self.engine.sampling.create_session(body)
@@ -223,7 +244,7 @@ class Routes:
         body = await _parse(types.SampleRequest, request)
         return web.json_response(await self.engine.sampling.sample(body))
 
-    # ------------------------------------------------------------------ futures
+    # futures: every queued call is retrieved here
     async def retrieve_future(self, request: web.Request) -> web.Response:
         body = await _parse(types.FutureRetrieveRequest, request)
         outcome = await self.engine.jobs.retrieve(body.request_id)
@@ -239,7 +260,23 @@ class Routes:
         await request.read()
         return web.json_response(None)
 
-    # ------------------------------------------------------------------ REST reads
+    async def get_sampler(self, request: web.Request) -> web.Response:
+        sess = await self.engine.samplers.get(request.match_info["sampler_id"])
+        return web.json_response({"sampler_id": sess.id, "base_model": sess.base_model, "model_path": sess.model_path})
+
+
+class RunRoutes(_Part):
+    """REST reads of training runs and their checkpoints, and checkpoint deletion."""
+
+    def add_to(self, r: web.UrlDispatcher) -> None:
+        get = r.add_get
+        get(f"{API}/training_runs", self.list_training_runs)
+        get(f"{API}/training_runs/{{run_id}}", self.get_training_run)
+        get(f"{API}/training_runs/{{run_id}}/checkpoints", self.list_checkpoints)
+        r.add_delete(f"{API}/training_runs/{{run_id}}/checkpoints/{{cid:.+}}", self.delete_checkpoint)
+        get(f"{API}/checkpoints", self.list_all_checkpoints)
+        r.add_post(f"{API}/weights_info", self.weights_info)
+
     def _run_json(self, run_id: str) -> dict[str, Any]:
         store = self.engine.store
         run = self.engine.runs.loaded(run_id)
@@ -308,7 +345,3 @@ class Routes:
                 "train_attn": lora["train_attn"],
             }
         )
-
-    async def get_sampler(self, request: web.Request) -> web.Response:
-        sess = await self.engine.samplers.get(request.match_info["sampler_id"])
-        return web.json_response({"sampler_id": sess.id, "base_model": sess.base_model, "model_path": sess.model_path})
