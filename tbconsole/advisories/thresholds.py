@@ -2,7 +2,7 @@
 
 The runner takes them as ``advise.<name>=<value>`` (``tbconsole train … advise.kl_max=0.02``,
 listed by ``--help``); ``problems`` says what is wrong with a set of values (the runner exits 2
-with it). The README's Advisories table is checked against ``DOCS`` by a test.
+with it). The options table of docs/advisories.md is checked against ``DOCS`` by a test.
 """
 
 from __future__ import annotations

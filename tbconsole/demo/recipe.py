@@ -71,7 +71,7 @@ OTHER_TASKS_STEP_LIMIT = 4  # model calls per trial when the demo runs on other 
 # certain, and a few of those can break the format for every task.
 DEMO_TEMPERATURE = 0.8
 # A KL penalty against the starting policy is the other half of that guard: without it some
-# 20-step runs lost the tool-call format for good (README, "Learning you can watch").
+# 20-step runs lost the tool-call format for good (docs/learning.md).
 DEMO_KL_PENALTY = 0.05
 RUN_MODEL = "<model_name>"  # placeholder: the KL reference is the run's own starting model
 

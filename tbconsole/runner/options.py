@@ -119,10 +119,10 @@ def check(args: TrainArgs) -> None:
         )
     bad_thresholds = threshold_problems(args.advise)
     if bad_thresholds:
-        raise OptionsError("; ".join(bad_thresholds) + " (see the README's Advisories section).")
+        raise OptionsError("; ".join(bad_thresholds) + " (see docs/advisories.md, Options).")
     bad_ledger = options_problems(args.ledger)
     if bad_ledger:
-        raise OptionsError("; ".join(bad_ledger) + " (see the README's Difficulty ledger section).")
+        raise OptionsError("; ".join(bad_ledger) + " (see docs/ledger.md).")
     if config.async_config is not None or config.stream_minibatch_config is not None:
         raise OptionsError(
             "The recipe trains synchronously (on-policy): leave config.async_config "

@@ -528,7 +528,7 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 def _announce_continuity(publish, renderer: Any, renderer_name: str, enabled: bool) -> None:
     """Say once, at the start, when the proxy will not keep sampled tokens in later prompts: every
-    turn of a multi-turn trial then trains as a datum of its own (README, *Token continuity*)."""
+    turn of a multi-turn trial then trains as a datum of its own (docs/recipe.md, *Token continuity*)."""
     from tbconsole.proxy.render import supports_incremental
 
     if not enabled:
