@@ -27,13 +27,17 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from tbconsole.common.stats import percentile
 
-if TYPE_CHECKING:  # openai is only a test dependency: its types, for the checker
+if TYPE_CHECKING:  # types for the checker (openai is only a test dependency)
+    from aiohttp import web
     from openai.types.chat import ChatCompletionFunctionToolParam
+
+    from tbconsole.proxy import CaptureProxy
 
 TARGET_P50_MS = 1.0
 TARGET_P99_MS = 5.0
@@ -144,10 +148,56 @@ async def _load(targets: dict, turns: int, queue) -> None:
     queue.put(results)
 
 
-async def _overhead(args, renderer, levels: list[int]) -> dict:
-    import multiprocessing
+# What the bare handler answers every call: a completion with one bash tool call, as the proxy's
+# scripted sampler does.
+BARE_COMPLETION = {
+    "id": "chatcmpl-bare",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "policy",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "logprobs": None,
+            "message": {
+                "role": "assistant",
+                "content": "Running it.",
+                "tool_calls": [
+                    {
+                        "id": "call_bare",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "ls -la"}'},
+                    }
+                ],
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
 
-    from aiohttp import web
+
+async def _overhead(args, renderer, levels: list[int]) -> dict:
+    """Per concurrency level: the proxy's own time per call, the sampler's, both targets' client
+    latencies and server CPU per call, and the longest prompt."""
+    events: list[Any] = []  # ProxyRequest events
+    scratch = tempfile.TemporaryDirectory(prefix="tbconsole-bench-proxy-")  # removed when the bench ends
+    proxy = _instant_proxy(renderer, Path(scratch.name), events.append, args.fsync)
+    bare_runner, bare_port = await _start_bare_server()
+    await proxy.start()
+    out = {}
+    try:
+        for level in levels:
+            out[level] = await _overhead_at(level, args.turns, proxy, bare_port, events)
+    finally:
+        await proxy.stop()
+        await bare_runner.cleanup()
+        scratch.cleanup()
+    return out
+
+
+def _instant_proxy(renderer, capture_dir: Path, publish: Callable[[Any], None], fsync: bool) -> CaptureProxy:
+    """A capture proxy whose sampler answers every call at once with one bash call and keeps nothing."""
     from tinker_cookbook.renderers.base import Message, ToolCall
 
     from tbconsole.proxy import CaptureProxy
@@ -158,98 +208,80 @@ async def _overhead(args, renderer, levels: list[int]) -> dict:
         content="Running it.",
         tool_calls=[ToolCall(function=ToolCall.FunctionBody(name="bash", arguments='{"command": "ls -la"}'))],
     )
-    sampler = ScriptedSampler(renderer, default=reply, record_calls=False)  # answers at once, keeps nothing
-    events: list[Any] = []  # ProxyRequest events
-    scratch = tempfile.TemporaryDirectory(prefix="tbconsole-bench-proxy-")  # removed when the bench ends
-    capture_dir = Path(scratch.name)
-    proxy = CaptureProxy(
+    sampler = ScriptedSampler(renderer, default=reply, record_calls=False)
+    return CaptureProxy(
         renderer=renderer,
         sampler=sampler,
         default_max_tokens=64,
         capture_dir=capture_dir,
-        publish=events.append,
-        fsync=args.fsync,
+        publish=publish,
+        fsync=fsync,
     )
-    canned = {
-        "id": "chatcmpl-bare",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "policy",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "logprobs": None,
-                "message": {
-                    "role": "assistant",
-                    "content": "Running it.",
-                    "tool_calls": [
-                        {
-                            "id": "call_bare",
-                            "type": "function",
-                            "function": {"name": "bash", "arguments": '{"command": "ls -la"}'},
-                        }
-                    ],
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
+
+
+async def _start_bare_server() -> tuple[web.AppRunner, int]:
+    """The baseline on loopback: an aiohttp handler that reads and parses the body and answers
+    BARE_COMPLETION. Returns its runner (to clean up) and its port."""
+    import json
+
+    from aiohttp import web
 
     async def bare(request: web.Request) -> web.Response:
-        import json
-
         json.loads(await request.read())
-        return web.json_response(canned)
+        return web.json_response(BARE_COMPLETION)
 
     bare_app = web.Application(client_max_size=16 * 1024 * 1024)
     bare_app.router.add_post("/t/{trial}/v1/chat/completions", bare)
     bare_runner = web.AppRunner(bare_app, access_log=None, handle_signals=False)
     await bare_runner.setup()
     await web.TCPSite(bare_runner, "127.0.0.1", 0).start()
-    bare_port = bare_runner.addresses[0][1]
-    await proxy.start()
-    out = {}
-    try:
-        ctx = multiprocessing.get_context("spawn")
-        for level in levels:
-            creds = [proxy.register_trial(f"c{level}-t{i}") for i in range(level + 1)]
-            proxy_creds = [(c.trial_id, c.api_key) for c in creds]
-            targets = {
-                "bare": (
-                    "bare",
-                    f"http://127.0.0.1:{bare_port}/t/{{trial}}/v1/chat/completions",
-                    [(f"bare-{i}", "x") for i in range(level + 1)],
-                ),
-                "proxy": ("proxy", f"{proxy.url}/t/{{trial}}/v1/chat/completions", proxy_creds),
-            }
-            mark = len(events)
-            results, cpu = {}, {}
-            for name, target in targets.items():  # one load process per target, CPU measured here
-                queue = ctx.Queue()
-                process = ctx.Process(target=_load_main, args=({name: target}, args.turns, queue), daemon=True)
-                loop = asyncio.get_running_loop()
-                cpu0 = time.process_time()
-                process.start()
-                results.update(await loop.run_in_executor(None, queue.get))
-                cpu[name] = (time.process_time() - cpu0) / ((level + 1) * args.turns)
-                await loop.run_in_executor(None, process.join)
-            measured = [e for e in events[mark:] if not e.trial.endswith("-t0")]
-            if any(e.status != 200 for e in measured):
-                raise RuntimeError("the proxy answered an error during the benchmark")
-            out[level] = {
-                "server": [(e.total_ms - e.sample_ms) / 1e3 for e in measured],
-                "sample": [e.sample_ms / 1e3 for e in measured],
-                "proxy": results["proxy"],
-                "bare": results["bare"],
-                "cpu": cpu,
-                "prompt_tokens": max(e.prompt_tokens for e in measured),
-            }
-    finally:
-        await proxy.stop()
-        await bare_runner.cleanup()
-        scratch.cleanup()
-    return out
+    return bare_runner, bare_runner.addresses[0][1]
+
+
+async def _overhead_at(level: int, turns: int, proxy: CaptureProxy, bare_port: int, events: list[Any]) -> dict:
+    """`level` concurrent trajectories against the bare handler, then against the proxy, each
+    after one warm-up trajectory (trial 0, left out of the proxy's figures)."""
+    creds = [proxy.register_trial(f"c{level}-t{i}") for i in range(level + 1)]
+    targets = {
+        "bare": (
+            "bare",
+            f"http://127.0.0.1:{bare_port}/t/{{trial}}/v1/chat/completions",
+            [(f"bare-{i}", "x") for i in range(level + 1)],
+        ),
+        "proxy": ("proxy", f"{proxy.url}/t/{{trial}}/v1/chat/completions", [(c.trial_id, c.api_key) for c in creds]),
+    }
+    mark = len(events)
+    results, cpu = {}, {}
+    for name, target in targets.items():
+        results[name], cpu[name] = await _load_from_process(name, target, turns, calls=(level + 1) * turns)
+    measured = [e for e in events[mark:] if not e.trial.endswith("-t0")]
+    if any(e.status != 200 for e in measured):
+        raise RuntimeError("the proxy answered an error during the benchmark")
+    return {
+        "server": [(e.total_ms - e.sample_ms) / 1e3 for e in measured],
+        "sample": [e.sample_ms / 1e3 for e in measured],
+        "proxy": results["proxy"],
+        "bare": results["bare"],
+        "cpu": cpu,
+        "prompt_tokens": max(e.prompt_tokens for e in measured),
+    }
+
+
+async def _load_from_process(name: str, target: tuple, turns: int, calls: int) -> tuple[list[float], float]:
+    """Runs the load generator for one target in a process of its own, so that its work is not
+    counted here: returns its client latencies and this process's CPU seconds per call meanwhile."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    process = ctx.Process(target=_load_main, args=({name: target}, turns, queue), daemon=True)
+    loop = asyncio.get_running_loop()
+    cpu0 = time.process_time()
+    process.start()
+    latencies = (await loop.run_in_executor(None, queue.get))[name]
+    cpu_per_call = (time.process_time() - cpu0) / calls
+    await loop.run_in_executor(None, process.join)
+    return latencies, cpu_per_call
 
 
 # -- render -------------------------------------------------------------------------------------
@@ -321,78 +353,104 @@ def _ms(samples: list[float], q: float) -> float:
 
 
 def run(args) -> int:
+    """Prints the machine, loads the renderer, then each benchmark's figures against its targets."""
     from tbconsole.common import offline
 
     offline.apply_embedded_defaults()
-    from tinker_cookbook.renderers import get_renderer
-
-    from tbconsole.proxy.tokenizer import qwen35_tokenizer
-
     levels = [int(x) for x in str(args.concurrency).split(",") if x.strip()]
+    _print_machine()
+    renderer = _load_renderer()
+    if not args.no_gc_freeze:
+        _freeze_startup_objects()
+    ok = True
+    if not args.skip_overhead:
+        ok &= _report_overhead(args, renderer, levels)
+    if not args.skip_render:
+        ok &= _report_render(args, renderer)
+    print("\nall targets met" if ok else "\nsome targets NOT met")
+    return 0
+
+
+def _print_machine() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"machine: {platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, "
         f"load average {load:.2f}, python {platform.python_version()}"
     )
-    t0 = time.perf_counter()
-    renderer = get_renderer("qwen3_5", cast(Any, qwen35_tokenizer()))  # an HF-style stand-in
-    print(f"renderer qwen3_5 with the Qwen3.5 vocabulary (loaded in {time.perf_counter() - t0:.1f} s)")
-    if not args.no_gc_freeze:
-        # What a long-running process that imported torch and the cookbook should do (the
-        # runner too): move the ~270k startup objects out of the collector's way, or every full
-        # collection walks them (~130 ms here, a pause for every request in flight).
-        import gc
 
-        gc.collect()
-        gc.freeze()
-        print(f"gc.freeze() after startup ({gc.get_freeze_count()} objects; --no-gc-freeze to measure without)")
+
+def _load_renderer() -> Any:
+    """The qwen3_5 renderer over the Qwen3.5 vocabulary (an HF-style stand-in tokenizer)."""
+    from tinker_cookbook.renderers import get_renderer
+
+    from tbconsole.proxy.tokenizer import qwen35_tokenizer
+
+    t0 = time.perf_counter()
+    renderer = get_renderer("qwen3_5", cast(Any, qwen35_tokenizer()))
+    print(f"renderer qwen3_5 with the Qwen3.5 vocabulary (loaded in {time.perf_counter() - t0:.1f} s)")
+    return renderer
+
+
+def _freeze_startup_objects() -> None:
+    """What a long-running process that imported torch and the cookbook should do (the runner
+    too): move the ~270k startup objects out of the collector's way, or every full collection
+    walks them (~130 ms here, a pause for every request in flight)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    print(f"gc.freeze() after startup ({gc.get_freeze_count()} objects; --no-gc-freeze to measure without)")
+
+
+def _report_overhead(args, renderer, levels: list[int]) -> bool:
+    """Runs the overhead benchmark `--repeats` times, prints the run with the lowest proxy-time p50
+    per level, and says whether every level met the p50 and p99 targets."""
+    runs = [asyncio.run(_overhead(args, renderer, levels)) for _ in range(max(1, args.repeats))]
+    results = {level: min((run[level] for run in runs), key=lambda r: percentile(r["server"], 50)) for level in levels}
+    if len(runs) > 1:
+        for level in levels:
+            p50s = ", ".join(f"{percentile(run[level]['server'], 50) * 1e3:.2f}" for run in runs)
+            print(f"  {level} concurrent: proxy-time p50 per repeat {p50s} ms (best shown below)")
+    fsync = "fsync per turn" if args.fsync else "written per turn, fsync at the end"
+    print(f"\nproxy overhead per call, instant sampler, {args.turns} turns per trajectory, capture {fsync}")
     ok = True
-    if not args.skip_overhead:
-        runs = [asyncio.run(_overhead(args, renderer, levels)) for _ in range(max(1, args.repeats))]
-        results = {
-            level: min((run[level] for run in runs), key=lambda r: percentile(r["server"], 50)) for level in levels
-        }
-        if len(runs) > 1:
-            for level in levels:
-                p50s = ", ".join(f"{percentile(run[level]['server'], 50) * 1e3:.2f}" for run in runs)
-                print(f"  {level} concurrent: proxy-time p50 per repeat {p50s} ms (best shown below)")
-        fsync = "fsync per turn" if args.fsync else "written per turn, fsync at the end"
-        print(f"\nproxy overhead per call, instant sampler, {args.turns} turns per trajectory, capture {fsync}")
-        for level, r in results.items():
-            p50, p99 = _ms(r["server"], 50), _ms(r["server"], 99)
-            good = p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS
+    for level, r in results.items():
+        p50, p99 = _ms(r["server"], 50), _ms(r["server"], 99)
+        good = p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS
+        ok &= good
+        print(f"  {level:>2} concurrent ({len(r['server'])} calls, prompts up to {r['prompt_tokens']} tokens)")
+        print(
+            f"    proxy time - sampler time  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+            f"(targets <= {TARGET_P50_MS:g} / <= {TARGET_P99_MS:g} ms: {'met' if good else 'NOT met'})"
+        )
+        print(f"    client latency via proxy   p50 {_ms(r['proxy'], 50):6.2f} ms  p99 {_ms(r['proxy'], 99):6.2f} ms")
+        print(f"    client latency bare aiohttp p50 {_ms(r['bare'], 50):5.2f} ms  p99 {_ms(r['bare'], 99):6.2f} ms")
+        print(
+            f"    ratio p50 {percentile(r['proxy'], 50) / percentile(r['bare'], 50):.2f}x the bare handler, "
+            f"difference p50 {_ms(r['proxy'], 50) - _ms(r['bare'], 50):.2f} ms"
+        )
+        print(
+            f"    server CPU per call        proxy {r['cpu']['proxy'] * 1e3:5.2f} ms  bare "
+            f"{r['cpu']['bare'] * 1e3:5.2f} ms  (ratio {r['cpu']['proxy'] / r['cpu']['bare']:.2f}x)"
+        )
+    return ok
+
+
+def _report_render(args, renderer) -> bool:
+    """Prints the render times per size and says whether the 60k-token ratio met its target."""
+    results = _render(args, renderer)
+    print(f"\nrender time per turn (median of {args.render_reps}), incremental vs full re-render")
+    ok = True
+    for size, r in results.items():
+        full, inc = statistics.median(r["full"]), statistics.median(r["incremental"])
+        ratio = full / inc
+        line = (
+            f"  {r['tokens']:>6} tokens ({r['messages']:>3} messages)  full {full * 1e3:7.2f} ms  "
+            f"incremental {inc * 1e3:6.2f} ms  ratio {ratio:6.1f}x"
+        )
+        if size == 60_000:
+            good = ratio >= TARGET_RENDER_RATIO
             ok &= good
-            print(f"  {level:>2} concurrent ({len(r['server'])} calls, prompts up to {r['prompt_tokens']} tokens)")
-            print(
-                f"    proxy time - sampler time  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
-                f"(targets <= {TARGET_P50_MS:g} / <= {TARGET_P99_MS:g} ms: {'met' if good else 'NOT met'})"
-            )
-            print(
-                f"    client latency via proxy   p50 {_ms(r['proxy'], 50):6.2f} ms  p99 {_ms(r['proxy'], 99):6.2f} ms"
-            )
-            print(f"    client latency bare aiohttp p50 {_ms(r['bare'], 50):5.2f} ms  p99 {_ms(r['bare'], 99):6.2f} ms")
-            print(
-                f"    ratio p50 {percentile(r['proxy'], 50) / percentile(r['bare'], 50):.2f}x the bare handler, "
-                f"difference p50 {_ms(r['proxy'], 50) - _ms(r['bare'], 50):.2f} ms"
-            )
-            print(
-                f"    server CPU per call        proxy {r['cpu']['proxy'] * 1e3:5.2f} ms  bare "
-                f"{r['cpu']['bare'] * 1e3:5.2f} ms  (ratio {r['cpu']['proxy'] / r['cpu']['bare']:.2f}x)"
-            )
-    if not args.skip_render:
-        results = _render(args, renderer)
-        print(f"\nrender time per turn (median of {args.render_reps}), incremental vs full re-render")
-        for size, r in results.items():
-            full, inc = statistics.median(r["full"]), statistics.median(r["incremental"])
-            ratio = full / inc
-            line = (
-                f"  {r['tokens']:>6} tokens ({r['messages']:>3} messages)  full {full * 1e3:7.2f} ms  "
-                f"incremental {inc * 1e3:6.2f} ms  ratio {ratio:6.1f}x"
-            )
-            if size == 60_000:
-                good = ratio >= TARGET_RENDER_RATIO
-                ok &= good
-                line += f"  (target >= {TARGET_RENDER_RATIO:g}x: {'met' if good else 'NOT met'})"
-            print(line)
-    print("\nall targets met" if ok else "\nsome targets NOT met")
-    return 0
+            line += f"  (target >= {TARGET_RENDER_RATIO:g}x: {'met' if good else 'NOT met'})"
+        print(line)
+    return ok
