@@ -73,7 +73,9 @@ def _reply(k: int) -> dict:
 
 
 def long_trial_run(log_path: Path, turns: int = 200) -> list[Event]:
-    """A finished one-trial run with ``turns`` captured turns, recorded in ``log_path``."""
+    """A finished one-trial run with ``turns`` captured turns, recorded in ``log_path``.
+
+    Its length is the run's events written out in order, most lines their fields."""
     captures = SyntheticCaptures(log_path)
     t = T0
     events: list[Event] = [
