@@ -1,12 +1,14 @@
 """tbconsole.common.procgroup: a child in a session of its own is killed with all it started."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
-from tbconsole.common.procgroup import kill_group
+from tbconsole.common.procgroup import descendants, kill_group, kill_process, kill_tree
 
 from tests_support import missing
 
@@ -25,20 +27,25 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
     return False
 
 
-def test_the_group_is_killed_with_a_grandchild_and_a_second_kill_finds_none():
-    # The shell starts a grandchild in the background and waits on it: both in the child's group.
-    child = subprocess.Popen(
-        ["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True, start_new_session=True
-    )
+@contextlib.contextmanager
+def _with_grandchild(script: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """A shell in a session of its own running ``script``, which prints the grandchild's pid
+    first; the shell and that pid. The shell is killed after, if it is still there."""
+    child = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        grandchild = int(child.stdout.readline())
-        assert kill_group(child.pid) is True
-        assert child.wait(10) == -signal.SIGKILL
-        assert _gone(grandchild)
+        yield child, int(child.stdout.readline())
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_the_group_is_killed_with_a_grandchild_and_a_second_kill_finds_none():
+    # The shell starts a grandchild in the background and waits on it: both in the child's group.
+    with _with_grandchild("sleep 60 & echo $!; wait") as (child, grandchild):
+        assert kill_group(child.pid) is True
+        assert child.wait(10) == -signal.SIGKILL
+        assert _gone(grandchild)
 
 
 def test_a_group_that_is_gone_is_not_an_error():
@@ -84,3 +91,19 @@ def test_a_group_that_is_not_ours_to_signal_is_not_an_error():
     finally:
         owned.kill()
         owned.wait()
+
+
+def test_the_tree_is_killed_with_a_descendant_that_left_the_group():
+    # The grandchild makes a session of its own: the group kill misses it, the walk of /proc finds it.
+    with _with_grandchild("setsid sh -c 'echo $$; exec sleep 60' & wait") as (child, grandchild):
+        assert os.getsid(grandchild) == grandchild and grandchild in descendants(child.pid)
+        kill_tree(child.pid)
+        assert child.wait(10) == -signal.SIGKILL
+        assert _gone(grandchild)
+
+
+def test_a_process_that_is_gone_is_not_an_error():
+    child = subprocess.Popen(["true"])
+    child.wait()
+    assert kill_process(child.pid) is False
+    kill_tree(child.pid)  # nothing left to kill: no error either

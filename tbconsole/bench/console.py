@@ -50,7 +50,7 @@ from typing import NamedTuple
 from rich.cells import cell_len, get_character_cell_size
 
 from tbconsole.bench import attach_on_pty
-from tbconsole.common.procgroup import kill_group
+from tbconsole.common.procgroup import kill_group, kill_process
 from tbconsole.common.stats import percentile
 from tbconsole.record.runfolder import RunFolder
 
@@ -458,8 +458,7 @@ def stop_runner(pid: int) -> None:
         if signum == signal.SIGKILL:
             kill_group(pid)  # a detached runner leads its own session
         else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)  # the runner alone: it stops its own children
+            kill_process(pid, signum)  # the runner alone: it stops its own children
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if not _alive(pid):

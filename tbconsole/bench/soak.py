@@ -263,7 +263,7 @@ class Console:
         try:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            kill_group(self.proc.pid)  # the console leads its own session: it and anything it started
             self.proc.wait()
         self._done.set()
         self._reader.join(5)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.common.cpushare import SANDBOX_SESSION_NICE, lower_cgroup_weight
+from tbconsole.common.procgroup import kill_process
 from tbconsole.sandbox.processes import start_time
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -144,16 +144,16 @@ def _remove_tree(path: Path, timeout: float) -> bool:
 
 
 def _kill_inside(path: Path) -> None:
+    """Kill every process in the cgroup, wherever it is in the process tree: a cgroup holds what
+    left the sandbox's process group and tree too (an exec's ``nsenter``, the namespace's
+    processes), which neither a group kill nor a tree walk from one process finds."""
     try:  # v2 (Linux 5.14+): one write kills every process inside, forks included
         (path / "cgroup.kill").write_text("1")
         return
     except OSError:
         pass
     for pid in _procs(path):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        kill_process(pid)
 
 
 def _procs(path: Path) -> list[int]:

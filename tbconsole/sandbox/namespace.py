@@ -14,7 +14,7 @@ Nothing leaks by construction:
   (``clean_leftovers``).
 
 The parts: ``spec`` (spec, outcome, errors), ``holder`` (the namespaces' command lines and
-shell), ``spawn`` (child processes on asyncio), ``processes`` (/proc), ``ownership`` (owner
+shell), ``spawn`` (child processes on asyncio), ``processes`` (liveness, by /proc), ``ownership`` (owner
 records and leftovers), ``transfer`` (tar in and out), ``limits`` (cgroups). This module knows
 nothing about Harbor; ``tbconsole.sandbox.environment`` adapts it.
 """
@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
+from tbconsole.common.procgroup import descendants, kill_process
 from tbconsole.sandbox import limits, transfer
 from tbconsole.sandbox.holder import enter_argv, holder_argv, holder_env
 from tbconsole.sandbox.ownership import clean_leftovers, write_owner
-from tbconsole.sandbox.processes import descendants, kill, kill_tree, process_alive
+from tbconsole.sandbox.processes import process_alive
 from tbconsole.sandbox.spawn import ExecProtocol, OutputSink, SpawnedChild, close_when_exited, kill_child, spawn
 from tbconsole.sandbox.spec import (
     BASE_ENV,
@@ -58,7 +59,6 @@ __all__ = [
     "SandboxSpec",
     "SandboxUnavailable",
     "clean_leftovers",
-    "kill_tree",
     "preflight",
 ]
 
@@ -192,7 +192,7 @@ class NamespaceSandbox:
             if init_pid is not None:
                 # Killing the namespace's PID 1 kills everything inside; `unshare` (its parent)
                 # then reaps it and exits, so no zombie is left for anyone else to collect.
-                kill(init_pid)
+                kill_process(init_pid)
                 await asyncio.wait([protocol.exited], timeout=1)
             # Still starting (no PID 1 known yet), or it did not go: the whole holder chain.
             kill_child(transport.get_pid(), protocol.exited)

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from tbconsole.common import atomic
+from tbconsole.common.procgroup import kill_tree
 from tbconsole.sandbox import limits
-from tbconsole.sandbox.processes import kill_tree, process_alive, start_time
+from tbconsole.sandbox.processes import process_alive, start_time
 from tbconsole.sandbox.spec import DEFAULT_ROOT
 
 OWNER_FILE = "owner.json"

@@ -1,9 +1,8 @@
-"""Host processes as /proc shows them: liveness that survives pid reuse, descendants, kills."""
+"""Host processes as /proc shows them: liveness that survives pid reuse. (Killing a process and
+all it started: ``tbconsole.common.procgroup``.)"""
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 
@@ -19,34 +18,3 @@ def process_alive(pid: int, started: str | None = None) -> bool:
     """Whether pid runs (and, given its start time, is still that same process)."""
     current = start_time(pid)
     return current is not None and (started is None or current == started)
-
-
-def descendants(pid: int) -> list[int]:
-    """All live descendants of pid (children first discovered, deepest last)."""
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        current = frontier.pop()
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                if child not in found:
-                    found.append(child)
-                    frontier.append(child)
-    return found
-
-
-def kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL pid and everything below it, including children that left its process group."""
-    for target in [pid, *descendants(pid)]:
-        kill(target)

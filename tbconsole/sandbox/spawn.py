@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tbconsole.common.cpushare import SANDBOX_SESSION_NICE, lower_session_weight
-from tbconsole.common.procgroup import kill_group
-from tbconsole.sandbox.processes import descendants, kill
+from tbconsole.common.procgroup import kill_tree
 
 OutputSink = Callable[[str, str], Awaitable[None]]
 SpawnedChild = tuple[asyncio.SubprocessTransport, "ExecProtocol"]
@@ -106,17 +105,13 @@ def _kill_spawned(started: asyncio.Future[SpawnedChild]) -> None:
 
 
 def kill_child(pid: int, exited: asyncio.Future) -> None:
-    """SIGKILL a child we spawned in a session of its own, with all it started. Its process
-    group is killed in one go, so a fork in progress cannot slip through (a process-by-process
-    kill misses a child forked meanwhile, e.g. the namespace's PID 1 while unshare starts);
-    the tree walk gets those that left the group. Nothing once it is reaped: its pid may be
-    someone else's by then."""
+    """SIGKILL a child we spawned in a session of its own, with all it started (``kill_tree``:
+    its process group in one go, so a fork in progress cannot slip through, e.g. the namespace's
+    PID 1 while unshare starts; and its descendants, which get those that left the group).
+    Nothing once it is reaped: its pid may be someone else's by then."""
     if exited.done():
         return
-    tree = [pid, *descendants(pid)]  # before the kill: orphans are no longer found below pid
-    kill_group(pid)
-    for target in tree:
-        kill(target)
+    kill_tree(pid)
 
 
 def close_when_exited(transport: asyncio.SubprocessTransport, protocol: ExecProtocol) -> None:
