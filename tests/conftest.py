@@ -8,13 +8,11 @@ import pytest
 
 from tbconsole.common import offline
 
-from tests_support import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS, IN_CI, missing
+from tests_support.paths import SHARED
+from tests_support.prereqs import IN_CI, missing
+from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
 offline.apply_embedded_defaults()
-
-REPO = Path(__file__).resolve().parents[1]
-# CI and developer checkouts have the project's shared data beside the repo.
-SHARED = REPO.parent / "shared"
 
 
 def sandbox_problem() -> str | None:

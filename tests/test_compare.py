@@ -19,9 +19,10 @@ from tbconsole.runs.compare import MISSING, RunReading, build, config_diff, flat
 from tbconsole.runs.runlist import list_runs
 from tbconsole.state import task_family
 
+from tests_support.paths import CORPUS
+
 pytestmark = pytest.mark.timeout(60)
 
-CORPUS = Path(__file__).parent / "advisories" / "corpus"
 DEMO, MULTI_TURN = "healthy-demo-1", "healthy-multi-turn-1"
 
 

@@ -13,7 +13,7 @@ from tbconsole.common.formatting import format_size
 from tbconsole.record.runfolder import RunFolder
 from tbconsole.runs.diskspace import RUN_NEED_BYTES, DiskSpaceError, FolderSize, check_free, free_bytes, run_size
 
-from tests_support import missing
+from tests_support.prereqs import missing
 
 
 @pytest.fixture

@@ -21,11 +21,10 @@ from tbconsole.runs.compare import task_table
 from tbconsole.state import RunState, family_stats, reduce_all
 from tbconsole.state.ledger import family_of
 
-from tests_support import missing
+from tests_support.paths import CORPUS, SHARED
+from tests_support.prereqs import missing
 
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE / "advisories" / "corpus"
-TB2_SAMPLE = HERE.parents[1] / "shared" / "tb2-sample"  # beside the repository
+TB2_SAMPLE = SHARED / "tb2-sample"  # beside the repository
 PATTERN = LedgerOptions().family_pattern
 # What the README names: the demo trains on count-lines and sort-unique, --multi-turn on the
 # pointer-… families.

@@ -2,26 +2,17 @@
 corpus) and over hand-made event sequences for what a recording does not hold (a retried group,
 a policy skip)."""
 
-import gzip
-import json
-from pathlib import Path
-
 from tbconsole.record import events as ev
 from tbconsole.record.enums import AdmissionBy, GroupSignal
-from tbconsole.record.events import decode
 from tbconsole.state import reduce_all
 from tbconsole.state.ledger import family_by_name, signal_of
 
-CORPUS = Path(__file__).resolve().parent / "advisories" / "corpus"
-
-
-def recorded(name: str) -> list[ev.Event]:
-    with gzip.open(CORPUS / f"{name}.jsonl.gz", "rt") as f:
-        return [e for line in f if "fact" not in json.loads(line) and (e := decode(line)) is not None]
+from tests_support.ledger import group_events, run_started
+from tests_support.recorded import corpus_events
 
 
 def test_a_recorded_run_ledger_adds_up_to_its_groups():
-    events = recorded("healthy-demo-1")
+    events = corpus_events("healthy-demo-1")
     state = reduce_all(events)
     ended = {(e.step, e.group): e for e in events if isinstance(e, ev.GroupEnded)}
     started = {(e.step, e.group): e.task for e in events if isinstance(e, ev.GroupStarted)}
@@ -60,55 +51,17 @@ def test_family_by_name():
     assert family_by_name("fix-git", r"[") == "fix-git"  # a broken rule leaves names alone
 
 
-def _group(step, group, task, rewards, ok=True, seconds=10.0):
-    trials = [f"{task}.s{step}g{group}t{i}" for i in range(len(rewards))]
-    out = [ev.GroupStarted(step=step, group=group, task=task, trials=trials, proxy_url="http://x")]
-    for trial, reward in zip(trials, rewards, strict=True):
-        out.append(
-            ev.TrialEnded(
-                step=step,
-                group=group,
-                trial=trial,
-                outcome="Submitted" if ok else "AgentError",
-                scored=ok,
-                reward=reward if ok else None,
-                turns=1,
-                output_tokens=5,
-                trial_dir=None,
-                timings={"total": seconds},
-            )
-        )
-    out.append(ev.GroupEnded(step=step, group=group, rewards=list(rewards) if ok else [None] * len(rewards), ok=ok))
-    return out
-
-
-def _started(tasks, families=None):
-    return ev.RunStarted(
-        run_id="r",
-        log_path="/x",
-        model_name="m",
-        base_url=None,
-        renderer_name=None,
-        total_steps=10,
-        groups_per_batch=2,
-        group_size=2,
-        tasks=tasks,
-        config={},
-        task_families=families or {},
-    )
-
-
 def test_streaks_retries_and_admissions():
     events = [
-        _started(["easy", "hard", "fix-git"], {"fix-git": "version-control"}),
-        *_group(0, 0, "easy", [1.0, 1.0]),
-        *_group(0, 1, "hard", [0.0, 1.0]),
-        *_group(1, 0, "easy", [1.0, 1.0]),
-        *_group(1, 1, "hard", [0.0, 0.0], ok=False, seconds=3.0),  # failed: time spent, not scored
-        *_group(1, 1, "hard", [0.0, 0.0]),  # its retry
+        run_started(["easy", "hard", "fix-git"], {"fix-git": "version-control"}),
+        *group_events(0, 0, "easy", [1.0, 1.0]),
+        *group_events(0, 1, "hard", [0.0, 1.0]),
+        *group_events(1, 0, "easy", [1.0, 1.0]),
+        *group_events(1, 1, "hard", [0.0, 0.0], ok=False, seconds=3.0),  # failed: time spent, not scored
+        *group_events(1, 1, "hard", [0.0, 0.0]),  # its retry
         ev.TaskAdmission(task="easy", weight=0.0, step=2, by=AdmissionBy.POLICY, reason="solved 2 in a row", until=5),
-        *_group(2, 0, "hard", [0.0, 0.0]),
-        *_group(2, 1, "fix-git", [0.5, 0.5]),
+        *group_events(2, 0, "hard", [0.0, 0.0]),
+        *group_events(2, 1, "fix-git", [0.5, 0.5]),
     ]
     state = reduce_all(events)
     rows = {r.name: r for r in state.ledger.rows(state.tasks)}
@@ -131,7 +84,7 @@ def test_a_state_snapshot_keeps_the_ledger():
     from tbconsole.state.snapshot import decode as restore
     from tbconsole.state.snapshot import encode
 
-    events = recorded("healthy-demo-1")
+    events = corpus_events("healthy-demo-1")
     state = reduce_all([*events, ev.TaskAdmission(task="000-count-lines-074", weight=0.0, step=9, by=AdmissionBy.USER)])
     again = restore(encode(state))
     assert again.ledger.rows(again.tasks) == state.ledger.rows(state.tasks)

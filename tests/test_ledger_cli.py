@@ -11,7 +11,7 @@ from tbconsole.record.control import ControlInbox, RunControl
 from tbconsole.record.events import GroupEnded, GroupStarted, RunStarted, TrialEnded, decode
 from tbconsole.record.runfolder import RunFolder
 
-CORPUS = Path(__file__).resolve().parent / "advisories" / "corpus"
+from tests_support.paths import CORPUS
 
 
 def recorded_run(tmp_path: Path, name: str = "healthy-multi-turn-1") -> Path:

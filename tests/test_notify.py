@@ -23,7 +23,7 @@ from tbconsole.record.events import (
 )
 from tbconsole.record.notify import Notifier
 
-from tests_support import pids_with
+from tests_support.processes import pids_with
 
 pytestmark = pytest.mark.timeout(60)
 

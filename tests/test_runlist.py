@@ -15,9 +15,11 @@ from tbconsole.entry.usage import UsageError
 from tbconsole.runs.runlist import TAIL_BYTES, find_runs, list_runs, read_run, recent, remember
 from tbconsole.ui.present.wording import format_bytes
 
+from tests_support.paths import FIXTURES
+
 pytestmark = pytest.mark.timeout(60)
 
-RECORDED = Path(__file__).parent / "ui" / "fixtures" / "finished" / "events.jsonl"
+RECORDED = FIXTURES / "finished" / "events.jsonl"
 
 
 def write_run(folder: Path, end: str | None = None, paused: bool = False) -> Path:

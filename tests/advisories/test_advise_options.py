@@ -5,7 +5,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,9 @@ from tbconsole.advisories import DOCS, RULES, Thresholds, problems
 from tbconsole.runner.optionkeys import OptionsError
 from tbconsole.runner.options import parse
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests_support.paths import REPO
+
+README = REPO / "README.md"
 BASE = [
     "config.log_path=/nonexistent/run",
     "harbor.trial_config=trial.json",

@@ -25,9 +25,10 @@ from tbconsole.record import events as ev
 from tbconsole.record.enums import AdvisorySeverity
 from tbconsole.record.events import decode, read_events
 
-from conftest import RECORDED, Stream
+from tests_support.advisories import Stream
+from tests_support.paths import CORPUS
+from tests_support.recorded import DEMO_RUN_EVENTS
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
 HEALTHY = sorted(CORPUS.glob("healthy-*.jsonl.gz"))
 RANK = {AdvisorySeverity.INFO: 1, AdvisorySeverity.WARNING: 2, AdvisorySeverity.ERROR: 3}
 MARK = {0: "·", 1: "i", 2: "W", 3: "E"}
@@ -275,7 +276,7 @@ def recorded_no_learning() -> list:
 def recorded_truncation() -> list:
     """A recorded 2-step demo run of an earlier, untrained policy: 22 of 24 replies were cut at
     max_tokens (the run before the policy was warmed up)."""
-    return list(read_events(RECORDED))
+    return list(read_events(DEMO_RUN_EVENTS))
 
 
 # rule → (name of the faulty run, how it is made (from the first healthy recording), the severity

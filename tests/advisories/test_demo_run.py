@@ -10,7 +10,7 @@ from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import read_capture_file
 from tbconsole.state.ledger import family_by_name
 
-from conftest import raised
+from tests_support.advisories import raised
 
 
 @pytest.mark.root

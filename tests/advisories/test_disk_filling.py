@@ -14,7 +14,7 @@ from tbconsole.record.events import EventBus, read_events
 from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import AdvisoryWatcher
 
-from conftest import raised
+from tests_support.advisories import raised
 
 TRIALS = 4
 TURNS = 4

@@ -8,7 +8,7 @@ from tbconsole.advisories.facts import DiskSample, RunFolderSize
 from tbconsole.record import events as ev
 from tbconsole.synthetic.run import synthetic_run
 
-from conftest import raised
+from tests_support.advisories import raised
 
 GiB = 1 << 30
 MiB = 1 << 20

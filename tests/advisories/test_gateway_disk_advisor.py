@@ -8,7 +8,7 @@ from tbconsole.advisories.facts import DiskSample, SdkRetry
 from tbconsole.record import events as ev
 from tbconsole.record.enums import AdvisorySeverity
 
-from conftest import cleared, raised
+from tests_support.advisories import cleared, raised
 
 MiB = 1 << 20
 

@@ -6,7 +6,7 @@ from tbconsole.advisories import RULES, Thresholds, problems, replay
 from tbconsole.advisories.hacking import MAX_SHOWN
 from tbconsole.record.enums import AdvisorySeverity
 
-from conftest import cleared, raised
+from tests_support.advisories import cleared, raised
 
 WRITE = {
     "turn": 0,

@@ -4,7 +4,7 @@ from tbconsole.advisories import Thresholds, replay
 from tbconsole.record import events as ev
 from tbconsole.record.enums import AdvisorySeverity, TrialOutcome
 
-from conftest import cleared, raised
+from tests_support.advisories import cleared, raised
 
 
 def test_the_recorded_run_warns_of_cut_replies_and_states_its_flat_groups(recorded):

@@ -4,7 +4,7 @@ from tbconsole.advisories import Advisor, Thresholds, replay
 from tbconsole.advisories.facts import AgentTimeout
 from tbconsole.record import events as ev
 
-from conftest import cleared, raised
+from tests_support.advisories import cleared, raised
 
 
 def test_the_recorded_run_has_no_stalls_and_no_overdue_trials(recorded):

@@ -8,7 +8,7 @@ from tbconsole.advisories.facts import CaptureFile
 from tbconsole.record import events as ev
 from tbconsole.record.enums import AdvisorySeverity
 
-from conftest import cleared, raised
+from tests_support.advisories import cleared, raised
 
 KL, ENTROPY = "optim/kl_sample_train_v1", "optim/entropy"
 REWARD, TOKENS = "env/all/reward/total", "env/all/ac_tokens_per_turn"

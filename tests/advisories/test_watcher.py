@@ -14,7 +14,7 @@ from tbconsole.record.runfolder import RunFolder
 from tbconsole.runner.advise import AdvisoryWatcher, RetrySpy, read_capture_file
 from tbconsole.runner.progress import ProgressLog
 
-from conftest import Stream, cleared, raised
+from tests_support.advisories import Stream, cleared, raised
 
 
 async def _until(predicate, timeout=10.0):

@@ -20,7 +20,7 @@ import pytest
 from tbconsole.harbor import agents
 from tbconsole.proxy import read_capture
 
-from agent_harness import EXAMPLES, first_call_facts, run_trial
+from tests_support.agents import EXAMPLES, first_call_facts, run_trial
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

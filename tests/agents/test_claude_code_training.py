@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +20,11 @@ from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.proxy import read_capture
 from tbconsole.record.events import read_events
 
+from tests_support.paths import REPO
+
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claude-code-local.json"
+EXAMPLE = REPO / "examples" / "claude-code-local.json"
 
 
 def test_a_one_step_training_run_with_claude_code(tmp_path):

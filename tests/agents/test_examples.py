@@ -9,7 +9,7 @@ import pytest
 from tbconsole.harbor import agents
 from tbconsole.runner.trials import load_template
 
-from agent_harness import EXAMPLES
+from tests_support.agents import EXAMPLES
 
 LOCAL = sorted(EXAMPLES.glob("*-local.json"))
 

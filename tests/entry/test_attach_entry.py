@@ -7,7 +7,6 @@ is accepted."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,10 @@ from tbconsole.entry.main import main
 from tbconsole.record import events as ev
 from tbconsole.record.runfolder import NotARun, is_run_folder, run_events
 
+from tests_support.paths import REPO
+
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "ui" / "fixtures"  # recorded runs
 
 

@@ -14,7 +14,7 @@ from tbconsole.record.enums import TrialOutcome
 from tbconsole.runner.single_trial import build_trial_config, run_trial
 from tbconsole.ui.data.trialfiles import load_trial_files
 
-from tests_support import pids_with
+from tests_support.processes import pids_with
 
 pytestmark = pytest.mark.root
 

@@ -3,7 +3,7 @@ from tinker_cookbook.renderers import get_renderer
 
 from tbconsole.proxy.tokenizer import qwen35_tokenizer
 
-from proxy_support import make_harness
+from tests_support.proxy import make_harness
 
 
 @pytest.fixture(scope="session")

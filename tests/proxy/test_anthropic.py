@@ -7,7 +7,7 @@ from tinker_cookbook.renderers.base import Message, ToolCall
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
 
-from proxy_support import ANTHROPIC_BASH, BASH_SPEC, spliced_reference, text_reply, tool_reply
+from tests_support.proxy import ANTHROPIC_BASH, BASH_SPEC, spliced_reference, text_reply, tool_reply
 
 _clients = []
 
@@ -168,7 +168,7 @@ async def test_pings_while_sampling_a_stream(harness):
 
 
 async def test_stop_sequence_is_reported_and_cut(harness, renderer):
-    from proxy_support import stopped_on_string
+    from tests_support.proxy import stopped_on_string
 
     h = await harness()
     h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))

@@ -16,7 +16,7 @@ from tbconsole.proxy import CaptureError, read_capture
 from tbconsole.proxy.scripted import Scripted, reply_tokens
 from tbconsole.record.events import EventBus, read_events
 
-from proxy_support import text_reply
+from tests_support.proxy import text_reply
 
 HERE = Path(__file__).parent
 
@@ -250,7 +250,7 @@ def test_captured_prompts_equal_full_renders_through_the_api(renderer, tmp_path)
     from tbconsole.proxy import openai_api
     from tbconsole.proxy.render import full_render
 
-    from proxy_support import BASH_TOOL, ThreadedProxy, make_harness
+    from tests_support.proxy import BASH_TOOL, ThreadedProxy, make_harness
 
     texts = st.sampled_from(["ls", "ok", "error: x\n" * 3, "<think>", "", "a b c " * 10])
     call = st.builds(

@@ -41,7 +41,7 @@ from tbconsole.record.enums import NewDatum
 from tbconsole.runner.datums import conversation_order, datum_stats
 from tbconsole.runner.rollout import to_trajectory
 
-from proxy_support import BASH_SPEC, message_pieces, spliced_reference
+from tests_support.proxy import BASH_SPEC, message_pieces, spliced_reference
 
 
 @dataclass(frozen=True)

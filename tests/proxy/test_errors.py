@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy_support import ThreadedProxy, json_slots, make_harness
+from tests_support.proxy import ThreadedProxy, json_slots, make_harness
 
 OPENAI = "/v1/chat/completions"
 ANTHROPIC = "/v1/messages"

@@ -19,7 +19,7 @@ import aiohttp
 
 from tbconsole.proxy.scripted import Scripted, ScriptedSampler, reply_tokens
 
-from proxy_support import ANTHROPIC_BASH, BASH_TOOL, json_slots, make_harness, text_reply, tool_reply
+from tests_support.proxy import ANTHROPIC_BASH, BASH_TOOL, json_slots, make_harness, text_reply, tool_reply
 
 SEED = 20260601
 REQUESTS = 10_000

@@ -12,7 +12,7 @@ import pytest
 
 from tbconsole.proxy.scripted import Scripted, reply_tokens
 
-from proxy_support import text_reply
+from tests_support.proxy import text_reply
 
 OPENAI = "/v1/chat/completions"
 ANTHROPIC = "/v1/messages"
@@ -401,7 +401,7 @@ async def test_a_failing_callback_does_not_break_the_answer(harness, session, ca
 
 
 def test_constructor_checks_the_timeout(renderer, tmp_path):
-    from proxy_support import make_harness
+    from tests_support.proxy import make_harness
 
     with pytest.raises(ValueError):
         make_harness(renderer, tmp_path, sample_timeout_s=0)

@@ -8,7 +8,7 @@ import weakref
 
 import aiohttp
 
-from proxy_support import make_harness
+from tests_support.proxy import make_harness
 
 
 async def test_a_stopped_proxy_is_freed(renderer, tmp_path):

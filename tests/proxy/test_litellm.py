@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from proxy_support import text_reply, tool_reply
+from tests_support.proxy import text_reply, tool_reply
 
 
 @pytest.fixture

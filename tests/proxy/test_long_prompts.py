@@ -7,7 +7,6 @@ import json
 import random
 import threading
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -15,9 +14,8 @@ from tinker_cookbook.renderers import get_renderer
 
 from tbconsole.proxy.tokenizer import _safe, encode_in_pieces, split_points
 
-from proxy_support import make_harness
-
-REPO = Path(__file__).resolve().parents[2]
+from tests_support.paths import REPO
+from tests_support.proxy import make_harness
 
 
 def _texts() -> dict[str, str]:

@@ -10,7 +10,7 @@ from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
 
-from proxy_support import BASH_SPEC, BASH_TOOL, spliced_reference, text_reply, tool_reply
+from tests_support.proxy import BASH_SPEC, BASH_TOOL, spliced_reference, text_reply, tool_reply
 
 _clients = []
 
@@ -240,7 +240,7 @@ async def test_keepalive_while_sampling_a_stream(harness):
 
 
 async def test_stop_strings_are_cut_from_the_reply(harness, renderer):
-    from proxy_support import stopped_on_string
+    from tests_support.proxy import stopped_on_string
 
     h = await harness()
     h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))

@@ -10,7 +10,7 @@ from tinker_cookbook.renderers.base import Message, ToolCall
 
 from tbconsole.proxy.render import IncrementalRenderer, full_render, supports_incremental
 
-from proxy_support import BASH_SPEC
+from tests_support.proxy import BASH_SPEC
 
 RENDERERS = [
     "qwen3_5",

@@ -12,7 +12,7 @@ from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import Scripted, reply_tokens
 
-from proxy_support import spliced_reference, text_reply, tool_reply
+from tests_support.proxy import spliced_reference, text_reply, tool_reply
 
 EXEC_PARAMS = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 # Codex's tools: flat function tools, and web_search, which is no function tool.

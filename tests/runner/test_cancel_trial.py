@@ -18,8 +18,9 @@ from tbconsole.record.events import LogLine, TrialEnded
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import run_group
 
-from test_outcome_policy import context, ended, group, make_task, wait_until
-from tests_support import pids_with
+from tests_support.processes import pids_with
+from tests_support.trials import context, ended, group, make_task
+from tests_support.waiting import wait_until_async
 
 HANG = "sleep 7471"  # the hanging task's command: a marker no other test's process carries
 
@@ -74,7 +75,7 @@ async def test_a_cancelled_trial_stops_its_sandbox_and_raises_its_group(tmp_path
     def in_agent() -> list[str]:
         return [e.trial for e in seen if e.kind == "trial.phase" and e.phase == TrialPhase.AGENT]
 
-    await wait_until(lambda: len(in_agent()) == 2 and len(pids_with(HANG)) >= 2, "both trials hang", 120)
+    await wait_until_async(lambda: len(in_agent()) == 2 and len(pids_with(HANG)) >= 2, "both trials hang", 120)
     target = sorted(in_agent())[1]
     ctx.control.cancel_trial(target)
     with pytest.raises(TrialFailed) as failure:
@@ -94,7 +95,7 @@ async def test_a_queued_trial_is_cancelled_without_a_sandbox(tmp_path, sandbox_r
     ctx, seen = context(tmp_path, sandbox_root)
     ctx.max_parallel_trials = 1  # t1 waits for t0's slot
     running = asyncio.create_task(run_group(ctx, group(task, size=2), sampling_client=None))
-    await wait_until(lambda: len(pids_with(HANG)) == 1, "t0 hangs", 120)
+    await wait_until_async(lambda: len(pids_with(HANG)) == 1, "t0 hangs", 120)
     queued = next(e for e in seen if e.kind == "group.started").trials[1]
     ctx.control.cancel_trial(queued)
     with pytest.raises(TrialFailed) as failure:

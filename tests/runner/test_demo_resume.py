@@ -13,9 +13,11 @@ import pytest
 from tbconsole.demo import recipe as demo
 from tbconsole.record.lease import Lease
 
+from tests_support.paths import FIXTURES
+
 pytestmark = pytest.mark.timeout(120)
 
-RECORDED = Path(__file__).parents[1] / "ui" / "fixtures" / "finished" / "events.jsonl"
+RECORDED = FIXTURES / "finished" / "events.jsonl"
 STOPPED_AFTER = 440  # the recorded run's lines up to step 1's checkpoint: 2 of its 3 steps trained
 ONE_COMMAND = demo.kind_of([])
 MULTI_TURN = demo.kind_of(demo.multi_turn_argv([demo.MULTI_TURN_FLAG]))

@@ -4,7 +4,6 @@ run going, and a console attached later pauses it after its batch, resumes it an
 cleanly; `--detach` starts one without a console; one runner per folder; a runner killed with
 SIGKILL reads as gone at once."""
 
-import json
 import os
 import signal
 import subprocess
@@ -15,31 +14,16 @@ import pytest
 
 from tbconsole.common.formatting import command_line
 from tbconsole.record.enums import RunnerState
-from tbconsole.record.events import ControlChanged, read_events
+from tbconsole.record.events import ControlChanged
 from tbconsole.record.lease import read_lease
 from tbconsole.record.runfolder import RunFolder
 
-from tests_support import TmuxServer, pids_with, wait_until
+from tests_support.detached import SMALL, assert_stopped_cleanly, demo_env, events, wait_mid_batch
+from tests_support.processes import pids_with
+from tests_support.tmux import TmuxServer
+from tests_support.waiting import wait_until
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-
-SMALL = [
-    "config.dataset_builder.groups_per_batch=1",
-    "config.dataset_builder.group_size=2",
-    "config.max_tokens=64",
-    "config.eval_every=0",
-    "config.kl_penalty_coef=0",  # no reference model to load and score against: KL is not under test here
-]
-
-
-def demo_env(sandbox_root: Path) -> dict:
-    """The test's own sandbox root (checked empty at the end), inherited by every runner."""
-    return {**os.environ, "TBCONSOLE_SANDBOX_ROOT": str(sandbox_root), "PYTHONUNBUFFERED": "1"}
-
-
-def events(log: Path) -> list:
-    path = RunFolder(log).events
-    return list(read_events(path)) if path.exists() else []
 
 
 def control_states(log: Path) -> list[str]:
@@ -50,40 +34,12 @@ def last_index(log: Path, which) -> int:
     return max(i for i, e in enumerate(events(log)) if which(e))
 
 
-def batch_in_flight(log: Path) -> int | None:
-    """A batch whose groups have started and that is not trained yet."""
-    seen = events(log)
-    started = {e.step for e in seen if e.kind == "group.started"}
-    trained = {e.step for e in seen if e.kind == "step.metrics"}
-    return min(started - trained, default=None)
-
-
-def wait_mid_batch(log: Path, alive, timeout: float = 300) -> int:
-    wait_until(lambda: batch_in_flight(log) is not None or not alive(), timeout, lambda: "no batch started")
-    assert alive(), "the runner ended before its batch"
-    step = batch_in_flight(log)
-    assert step is not None
-    return step
-
-
 def wait_trained(log: Path, step: int, timeout: float = 300) -> None:
     wait_until(
         lambda: any(e.kind == "step.metrics" and e.step == step for e in events(log)),
         timeout,
         lambda: f"step {step} was not trained:\n{RunFolder(log).runner_log.read_text()[-3000:]}",
     )
-
-
-def assert_stopped_cleanly(log: Path, cause: str | None = None) -> int:
-    """run.ended says stopped (and why), and a checkpoint lets the same command resume after
-    the last trained batch; returns that batch."""
-    ended = [e for e in events(log) if e.kind == "run.ended"]
-    assert [e.status for e in ended] == ["stopped"], ended
-    if cause is not None:
-        assert cause in ended[0].message, ended[0].message
-    last = json.loads((log / "checkpoints.jsonl").read_text().splitlines()[-1])
-    assert last["batch"] == ended[0].step
-    return ended[0].step
 
 
 def python(*args: str) -> str:

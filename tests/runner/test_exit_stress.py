@@ -20,8 +20,8 @@ from tbconsole.record.events import EventBus, read_events
 from tbconsole.runner import train
 from tbconsole.runner.options import parse
 
-from test_outcome_policy import make_task
-from tests_support import pids_with, sandbox_cgroups_of
+from tests_support.processes import pids_with, sandbox_cgroups_of
+from tests_support.trials import make_task
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

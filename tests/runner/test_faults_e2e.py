@@ -16,8 +16,8 @@ from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.proxy import read_capture
 from tbconsole.record.events import read_events
 
-from healthz_server import healthz_server
-from tests_support import missing
+from tests_support.healthz import healthz_server
+from tests_support.prereqs import missing
 
 SMALL = [
     "config.dataset_builder.groups_per_batch=1",

@@ -6,7 +6,7 @@ import socket
 
 from tbconsole.runner.health import GatewayWatch
 
-from healthz_server import healthz_server
+from tests_support.healthz import healthz_server
 
 
 def closed_port() -> int:

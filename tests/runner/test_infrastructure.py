@@ -18,7 +18,7 @@ from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, run_group
 from tbconsole.sandbox.namespace import BASE_PATH
 
-from test_outcome_policy import context, group, make_task
+from tests_support.trials import context, group, make_task
 
 pytestmark = pytest.mark.root
 

@@ -24,7 +24,7 @@ from tbconsole.demo import warmup as W
 from tbconsole.demo.recipe import HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
 from tbconsole.record.runfolder import RunFolder
 
-from tests_support import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
+from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -18,7 +18,8 @@ from tbconsole.record.events import BatchStarted, EventBus, GroupEnded, GroupSta
 from tbconsole.runner.admission import LedgerOptions, TaskAdmissions, task_families
 from tbconsole.runner.schedule import Change, Schedule, round_robin
 
-from test_outcome_policy import make_task
+from tests_support.paths import SHARED
+from tests_support.trials import make_task
 
 # -- the schedule ------------------------------------------------------------------------------
 
@@ -114,7 +115,7 @@ def test_the_policy_skips_a_streak_and_brings_it_back_for_one_recheck():
 
 
 def test_families_come_from_task_metadata_else_the_name_rule(tmp_path):
-    sample = Path(__file__).resolve().parents[3] / "shared" / "tb2-sample"
+    sample = SHARED / "tb2-sample"
     plain = make_task(tmp_path, "003-count-lines-017", solve="true\n", test="true\n")
     dirs = [p for p in sorted(sample.iterdir()) if (p / "task.toml").is_file()] + [plain]
     families = task_families(dirs, LedgerOptions().family_pattern)

@@ -16,7 +16,7 @@ from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.runner.optionkeys import OptionsError
 from tbconsole.runner.options import parse, resolve_renderer_name
 
-from healthz_server import healthz_server
+from tests_support.healthz import healthz_server
 
 SEED_ARGS = [
     "config.base_url=http://127.0.0.1:10613",

@@ -5,95 +5,21 @@ import asyncio
 import contextlib
 import subprocess
 import sys
-import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tbconsole.record.control import RunControl
 from tbconsole.record.enums import ControlState, TrialOutcome
-from tbconsole.record.events import TrialEnded
-from tbconsole.runner.dataset import HarborGroupBuilder
 from tbconsole.runner.outcomes import TrialFailed
-from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, run_group
-from tbconsole.runner.trials import ProxySettings, TrialTemplate
+from tbconsole.runner.rollout import HarborRolloutStrategy, run_group
 from tbconsole.sandbox.namespace import BASE_PATH
 
-from tests_support import pids_with
+from tests_support.processes import pids_with
+from tests_support.trials import context, ended, group, make_task
+from tests_support.waiting import wait_until_async
 
 pytestmark = pytest.mark.root
-
-
-def make_task(root: Path, name: str, *, solve: str, test: str, agent_timeout: float = 60) -> Path:
-    task = root / name
-    for sub in ("solution", "tests", "environment"):
-        (task / sub).mkdir(parents=True)
-    (task / "instruction.md").write_text("Do the thing.\n")
-    (task / "task.toml").write_text(
-        textwrap.dedent(f"""
-        schema_version = "1.1"
-        [agent]
-        timeout_sec = {agent_timeout}
-        [verifier]
-        timeout_sec = 30.0
-        [environment]
-        workdir = "/app"
-    """)
-    )
-    (task / "environment" / "setup.sh").write_text("true\n")
-    (task / "solution" / "solve.sh").write_text(solve)
-    (task / "tests" / "test.sh").write_text("mkdir -p /logs/verifier\n" + test)
-    return task
-
-
-def context(
-    tmp_path,
-    sandbox_root,
-    agent: dict | None = None,
-    environment: dict | None = None,
-    proxy: ProxySettings | None = None,
-) -> tuple[RunContext, list]:
-    from tinker_cookbook.renderers import get_renderer
-
-    from tbconsole.engine.registry import load_tokenizer
-
-    tokenizer = load_tokenizer()
-    renderer = get_renderer("qwen3_5", tokenizer)
-    seen = []
-    raw = {
-        "agent": agent or {"name": "oracle"},
-        "environment": environment
-        or {"import_path": "tbconsole.sandbox:LocalSandbox", "kwargs": {"root": str(sandbox_root)}},
-    }
-    ctx = RunContext(
-        publish=seen.append,
-        control=RunControl(seen.append),
-        log_path=tmp_path / "run",
-        renderer=renderer,
-        tokenizer=tokenizer,
-        template=TrialTemplate(raw=raw, proxy=proxy or ProxySettings(), source="test"),
-        max_tokens=32,
-    )
-    return ctx, seen
-
-
-def group(task: Path, size: int = 2) -> HarborGroupBuilder:
-    return HarborGroupBuilder(task_dir=task, task_index=0, batch=0, group=0, group_size=size)
-
-
-def ended(seen) -> list[TrialEnded]:
-    return [e for e in seen if isinstance(e, TrialEnded)]
-
-
-async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30, poll: float = 0.05) -> None:
-    """Wait (without blocking the loop) until ``condition()`` holds; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"still not true after {timeout:g} s: {what}")
-        await asyncio.sleep(poll)
 
 
 async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root):
@@ -148,7 +74,7 @@ import asyncio
 import time
 
 from tbconsole.sandbox.environment import LocalSandbox
-from tests_support import pids_with
+from tests_support.processes import pids_with
 
 class FlakySandbox(LocalSandbox):
     """Test-only fault injection: the sandbox of trial t1 fails to start, once the group's
@@ -232,10 +158,10 @@ async def test_headless_decision_stops_and_console_can_retry(tmp_path, sandbox_r
     def awaiting(n_errors: int) -> Callable[[], bool]:
         return lambda: ctx2.control.state == ControlState.AWAITING_DECISION and errors() == n_errors
 
-    await wait_until(awaiting(1), "the first failure asks for a decision")
+    await wait_until_async(awaiting(1), "the first failure asks for a decision")
     assert [e.decision_needed for e in seen2 if e.kind == "error.raised"] == [True]
     ctx2.control.decide("retry_group")
-    await wait_until(awaiting(2), "the retried group fails and asks again")
+    await wait_until_async(awaiting(2), "the retried group fails and asks again")
     ctx2.control.decide("abort")
     with pytest.raises(TrialFailed):
         await running

@@ -14,7 +14,7 @@ import pytest
 from tbconsole.proxy import read_capture
 from tbconsole.record.events import read_events
 
-from tests_support import sandbox_cgroups_of
+from tests_support.processes import sandbox_cgroups_of
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -19,8 +19,9 @@ from tbconsole.record.events import LogLine, read_events
 from tbconsole.record.lease import read_lease
 from tbconsole.record.runfolder import RunFolder
 
-from test_detached import SMALL, assert_stopped_cleanly, demo_env, wait_mid_batch
-from tests_support import pids_with, sandbox_cgroups_of, wait_until
+from tests_support.detached import SMALL, assert_stopped_cleanly, demo_env, wait_mid_batch
+from tests_support.processes import pids_with, sandbox_cgroups_of
+from tests_support.waiting import wait_until
 
 
 async def _signal(signum: int, handled=None) -> None:

@@ -18,7 +18,8 @@ import pytest
 from tbconsole.sandbox import limits
 from tbconsole.sandbox.namespace import clean_leftovers
 
-from tests_support import CGROUP_FIX, missing, pids_with
+from tests_support.prereqs import CGROUP_FIX, missing
+from tests_support.processes import pids_with
 
 pytestmark = pytest.mark.root
 

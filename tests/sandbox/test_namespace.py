@@ -20,7 +20,9 @@ from tbconsole.sandbox.namespace import (
     clean_leftovers,
 )
 
-from tests_support import CGROUP_FIX, missing, pids_with
+from tests_support.paths import REPO
+from tests_support.prereqs import CGROUP_FIX, missing
+from tests_support.processes import pids_with
 
 pytestmark = pytest.mark.root
 
@@ -319,7 +321,7 @@ def test_not_root_gets_a_clear_message(monkeypatch, capsys):
     from tbconsole.entry.main import main
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    task = Path(__file__).parents[2] / "tbconsole" / "tasks" / "hello-file"
+    task = REPO / "tbconsole" / "tasks" / "hello-file"
     assert main(["trial", str(task)]) == 1
     err = capsys.readouterr().err
     assert "needs root" in err and "another Harbor environment" in err

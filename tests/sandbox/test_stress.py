@@ -15,7 +15,7 @@ import pytest
 
 from tbconsole.sandbox.namespace import NamespaceSandbox, SandboxError, SandboxSpec
 
-from tests_support import pids_with
+from tests_support.processes import pids_with
 
 pytestmark = pytest.mark.root
 

@@ -1,12 +1,8 @@
-import time
-from pathlib import Path
-
 import pytest
 
 from tbconsole.record.events import read_events
 
-FIXTURES = Path(__file__).parent / "fixtures"
-T_FIXED = 1_767_225_600.0 + 400  # the fake clock of app tests (the synthetic run starts at T0)
+from tests_support.paths import FIXTURES
 
 
 @pytest.fixture(autouse=True)
@@ -24,27 +20,3 @@ def finished_events():
 @pytest.fixture
 def awaiting_events():
     return list(read_events(FIXTURES / "awaiting" / "events.jsonl"))
-
-
-def recorded_runs() -> list[Path]:
-    """Every recorded events.jsonl under fixtures/ (synthetic ones and real runs' files)."""
-    return sorted(FIXTURES.glob("*/events.jsonl"))
-
-
-async def wait_for(pilot, predicate, timeout=10.0, step=0.05):
-    """Let the app run until ``predicate()`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await pilot.pause(step)
-    raise AssertionError("condition not reached in time")
-
-
-def rendered(widget, width=120) -> str:
-    """A widget's content as plain text."""
-    from rich.console import Console
-
-    console = Console(width=width, record=True, file=open("/dev/null", "w"))
-    console.print(widget.content)
-    return console.export_text()

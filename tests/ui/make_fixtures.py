@@ -1,22 +1,18 @@
 """Regenerate the synthetic fixtures: python tests/ui/make_fixtures.py
 
 The fixtures hold events only. A test that opens transcripts records the same run with its
-capture files (``record_finished``) in a folder of its own."""
+capture files (``tests_support.recorded.record_finished``) in a folder of its own."""
 
+import sys
 from pathlib import Path
 
-from tbconsole.synthetic.run import record_run, synthetic_run, write_jsonl
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for tests_support
 
-HERE = Path(__file__).parent / "fixtures"
-FINISHED = {"error_at": (1, 2), "pause_after": 0}
-AWAITING = {"error_at": (1, 2), "decision": None, "end": False}
+from tbconsole.synthetic.run import synthetic_run, write_jsonl  # noqa: E402
 
-
-def record_finished(log_path: Path):
-    """The finished fixture's run, recorded in ``log_path`` with a capture file per trial."""
-    return record_run(log_path, **FINISHED)
-
+from tests_support.paths import FIXTURES  # noqa: E402
+from tests_support.recorded import AWAITING, FINISHED  # noqa: E402
 
 if __name__ == "__main__":
-    write_jsonl(synthetic_run(**FINISHED), HERE / "finished" / "events.jsonl")
-    write_jsonl(synthetic_run(**AWAITING), HERE / "awaiting" / "events.jsonl")
+    write_jsonl(synthetic_run(**FINISHED), FIXTURES / "finished" / "events.jsonl")
+    write_jsonl(synthetic_run(**AWAITING), FIXTURES / "awaiting" / "events.jsonl")

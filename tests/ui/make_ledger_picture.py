@@ -8,22 +8,21 @@ import asyncio
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-
-from test_ledger import recorded  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for tests_support
 
 from tbconsole.ui.app import ConsoleApp  # noqa: E402
 from tbconsole.ui.data.source import Replay  # noqa: E402
 
-from conftest import T_FIXED  # noqa: E402
+from tests_support.paths import REPO  # noqa: E402
+from tests_support.recorded import corpus_events  # noqa: E402
+from tests_support.ui import T_FIXED  # noqa: E402
 
 RUN = "healthy-multi-turn-1"
-OUT = HERE.parent.parent / "docs" / "ledger.svg"
+OUT = REPO / "docs" / "ledger.svg"
 
 
 async def main() -> None:
-    app = ConsoleApp(replay=Replay(recorded(RUN)), mode="replay", clock=lambda: T_FIXED)
+    app = ConsoleApp(replay=Replay(corpus_events(RUN)), mode="replay", clock=lambda: T_FIXED)
     async with app.run_test(size=(150, 36)) as pilot:
         await pilot.pause(0.3)
         await pilot.press("D")

@@ -7,8 +7,6 @@ solved is success, not a warning)."""
 import re
 
 import pytest
-from test_state_advisories import KL, LOST_TRIAL, _raise, with_advisories
-from test_ui_snapshots import settle
 
 from tbconsole.record.enums import AdvisorySeverity
 from tbconsole.record.events import AdvisoryCleared
@@ -26,7 +24,8 @@ from tbconsole.ui.widgets.metrics import MetricsPanel
 from tbconsole.ui.widgets.rewards import RewardsPanel
 from tbconsole.ui.widgets.trialcells import group_label
 
-from conftest import T_FIXED, rendered, wait_for
+from tests_support.advisories import KL, LOST_TRIAL, advisory, with_advisories
+from tests_support.ui import T_FIXED, rendered, settle, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 P = Palette("primary", "accent", "success", "warning", "error", "fg", "muted", "line", "bar")
@@ -58,7 +57,7 @@ async def test_strip_counts_by_severity_and_hides_without_advisories(finished_ev
 
 
 def test_strip_says_when_the_last_one_cleared_then_goes_quiet():
-    state = reduce_all([_raise("a", AdvisorySeverity.WARNING, ts=100.0, message="share 0.7")])
+    state = reduce_all([advisory("a", AdvisorySeverity.WARNING, ts=100.0, message="share 0.7")])
     assert "1 warning" in AdvisoryStrip.line(state, 101.0, P).plain
     reduce_all([AdvisoryCleared(key="a", ts=200.0, message="share back to 0.2")], state)
     line = AdvisoryStrip.line(state, 230.0, P)
@@ -66,7 +65,7 @@ def test_strip_says_when_the_last_one_cleared_then_goes_quiet():
     assert AdvisoryStrip.line(state, 200.0 + 1000, P) is None  # long after: hidden again
     assert AdvisoryStrip.line(reduce_all([]), 0.0, P) is None  # never any: hidden
     # what a rule says is plain text, control characters and all
-    hostile = _raise("h", "\x1b[2Jodd", ts=300.0, message="\x1b[31mred\x1b[0m", trial="t\x07[b]1")
+    hostile = advisory("h", "\x1b[2Jodd", ts=300.0, message="\x1b[31mred\x1b[0m", trial="t\x07[b]1")
     line = AdvisoryStrip.line(reduce_all([hostile], state), 301.0, P)
     assert line is not None and "\x1b" not in line.plain and "\x07" not in line.plain
 
@@ -127,14 +126,17 @@ async def test_a_new_error_advisory_notifies_once_never_on_catch_up(finished_eve
         await wait_for(pilot, lambda: app.state.events == len(events))
         await pilot.pause(0.2)
         assert advisory_notes(app) == []  # catch-up: raised long before it arrived
-        fresh = _raise("sampler-down", AdvisorySeverity.ERROR, ts=T_FIXED - 1, message="[b]sampler[/b] failing")
-        app.inbox.put_many([fresh, _raise("sampler-down", AdvisorySeverity.ERROR, ts=T_FIXED, value=2.0)])
-        app.inbox.put(_raise("slow", AdvisorySeverity.WARNING, ts=T_FIXED))
+        fresh = advisory("sampler-down", AdvisorySeverity.ERROR, ts=T_FIXED - 1, message="[b]sampler[/b] failing")
+        app.inbox.put_many([fresh, advisory("sampler-down", AdvisorySeverity.ERROR, ts=T_FIXED, value=2.0)])
+        app.inbox.put(advisory("slow", AdvisorySeverity.WARNING, ts=T_FIXED))
         await wait_for(pilot, lambda: "slow" in app.state.advisories)
         await pilot.pause(0.2)
         assert advisory_notes(app) == ["[b]sampler[/b] failing"]  # once, as plain text; warnings never
         app.inbox.put_many(
-            [AdvisoryCleared(key="sampler-down", ts=T_FIXED, message="ok"), _raise("sampler-down", "error", ts=T_FIXED)]
+            [
+                AdvisoryCleared(key="sampler-down", ts=T_FIXED, message="ok"),
+                advisory("sampler-down", "error", ts=T_FIXED),
+            ]
         )
         await wait_for(pilot, lambda: len(advisory_notes(app)) == 2)  # cleared, then raised again: news again
 
@@ -180,14 +182,14 @@ def test_the_console_leaves_the_no_signal_warning_to_a_run_that_advises():
     assert not advises_on(run({"config": {}}), "no-signal")  # an older run: the console warns itself
     assert advises_on(run({"advise": {"off": ""}}), "no-signal")
     assert not advises_on(run({"advise": {"off": "disk, no-signal"}}), "no-signal")
-    seen = reduce_all([_raise("no-signal", AdvisorySeverity.WARNING, ts=1.0)])
+    seen = reduce_all([advisory("no-signal", AdvisorySeverity.WARNING, ts=1.0)])
     assert advises_on(seen, "no-signal") and not advises_on(seen, "kl")
     # the run's solved_reward decides what "all solved" is
     assert solved_reward(run({"advise": {"solved_reward": 0.8}})) == 0.8 and solved_reward(run({})) == 1.0
     assert uniform_kind(0.9, 0.8) == "solved" and uniform_kind(0.9) == "same" and uniform_kind(0.0) == "failed"
 
 
-SHRINKING = _raise(  # as the shrinking-replies rule words it; at 150 columns its value wrapped alone
+SHRINKING = advisory(  # as the shrinking-replies rule words it; at 150 columns its value wrapped alone
     "shrinking-replies",
     AdvisorySeverity.WARNING,
     ts=T_FIXED - 60,

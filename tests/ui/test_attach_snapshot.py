@@ -13,7 +13,7 @@ from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import SnapshotWriter, encode
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
 
-from conftest import wait_for
+from tests_support.ui import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,11 +14,11 @@ from tbconsole.ui.compare_app import CompareApp
 from tbconsole.ui.present.plotmath import OVERLAP, overlay
 from tbconsole.ui.widgets.compare import TrendPlots
 
-from conftest import rendered, wait_for
+from tests_support.paths import CORPUS
+from tests_support.ui import rendered, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
-CORPUS = Path(__file__).parents[1] / "advisories" / "corpus"
 RUNS = ("healthy-demo-1", "healthy-multi-turn-1")
 
 

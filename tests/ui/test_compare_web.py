@@ -8,21 +8,19 @@ import re
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from test_web import TERMINAL_OPEN, _chromium, _free_port, _wait_for_screen
+from tests_support.paths import CORPUS
+from tests_support.web import TERMINAL_OPEN, chromium_path, free_port, wait_for_screen
 
 pytestmark = pytest.mark.timeout(120)
-
-CORPUS = Path(__file__).parents[1] / "advisories" / "corpus"
 
 
 def test_a_browser_shows_the_comparison(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    chromium = _chromium()  # missing: a failure, not a skip
+    chromium = chromium_path()  # missing: a failure, not a skip
     folders = []
     for name in ("healthy-demo-1", "healthy-multi-turn-1"):
         with gzip.open(CORPUS / f"{name}.jsonl.gz", "rt") as f:
@@ -30,7 +28,7 @@ def test_a_browser_shows_the_comparison(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "events.jsonl").write_text("".join(lines))
         folders.append(str(tmp_path / name))
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "tbconsole", "compare", *folders, "--web", "--port", str(port)],
         stdout=subprocess.PIPE,
@@ -53,7 +51,7 @@ def test_a_browser_shows_the_comparison(tmp_path):
                 page.route(re.compile(r"^https?://(?!127\.0\.0\.1[:/])"), lambda route: route.abort())
                 page.route("**/static/js/textual.js", expose_terminal)
                 page.goto(f"http://127.0.0.1:{port}")
-                screen = _wait_for_screen(page, "tbconsole compare", "training reward", "0.875 @15", "0.75 @19")
+                screen = wait_for_screen(page, "tbconsole compare", "training reward", "0.875 @15", "0.75 @19")
             finally:
                 browser.close()
         assert "healthy-multi-turn-1" in screen and "none is live" in screen

@@ -6,7 +6,6 @@ import dataclasses
 
 import orjson
 import pytest
-from test_group_view import GROUP_RUN, run_events, settle
 from textual.widgets import Input
 
 from tbconsole.record.capturefile import CaptureRecord, MessageText, ReplyText, ToolCallText
@@ -28,8 +27,8 @@ from tbconsole.ui.screens.find import FindScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
-from conftest import T_FIXED, wait_for
-from tests_support import missing
+from tests_support.prereqs import missing
+from tests_support.ui import GROUP_RUN, T_FIXED, run_events, settle, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -21,7 +21,7 @@ from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import FileReplay, Replay, index_steps, step_marks
 from tbconsole.ui.present.wording import exit_summary
 
-from conftest import wait_for
+from tests_support.ui import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 WAIT_S = 60.0  # a loaded machine: conditions, never sleeps, so only an upper bound

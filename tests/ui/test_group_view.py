@@ -14,7 +14,7 @@ from tinker_cookbook.rl.data_processing import compute_advantages
 from tinker_cookbook.rl.types import Trajectory, TrajectoryGroup
 
 from tbconsole.record.capturefile import CaptureRecord, ReplyText, ToolCallText
-from tbconsole.record.events import GroupStarted, RunStarted, TrialEnded, read_events
+from tbconsole.record.events import GroupStarted, TrialEnded, read_events
 from tbconsole.record.runfolder import RunFolder
 from tbconsole.state import GroupState, TrialState
 from tbconsole.ui.app import ConsoleApp
@@ -34,32 +34,11 @@ from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.widgets.base import Palette
 
-from conftest import FIXTURES, T_FIXED, wait_for
-from tests_support import missing
+from tests_support.prereqs import missing
+from tests_support.ui import GROUP_RUN, T_FIXED, run_events, settle, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 P = Palette("primary", "accent", "success", "warning", "error", "fg", "muted", "line", "bar")
-
-GROUP_RUN = FIXTURES / "group-run"
-
-
-async def settle(pilot):
-    """Let the app fold its events and draw (as the main screen's snapshots do)."""
-    await pilot.pause(0.2)
-    await pilot.wait_for_scheduled_animations()
-    pilot.app.tick()
-    await pilot.pause(0.2)
-    pilot.app.tick()
-    await pilot.pause(0.1)
-
-
-def run_events(folder, log_path=None):
-    """A run folder's events, its RunStarted pointing at ``log_path`` (default: the folder)."""
-    where = str(log_path or folder)
-    return [
-        dataclasses.replace(e, log_path=where) if isinstance(e, RunStarted) else e
-        for e in read_events(folder / "events.jsonl")
-    ]
 
 
 def record(turn=0, text="", tool_calls=(), output=()):

@@ -12,7 +12,7 @@ from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
-from conftest import wait_for
+from tests_support.ui import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

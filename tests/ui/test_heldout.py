@@ -27,7 +27,7 @@ from tbconsole.ui.present.trained import trial_training
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
-from conftest import T_FIXED, wait_for
+from tests_support.ui import T_FIXED, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

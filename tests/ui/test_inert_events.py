@@ -57,7 +57,7 @@ from tbconsole.ui.screens.tokens import TokenScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.screens.weight import WeightScreen
 
-from conftest import wait_for
+from tests_support.ui import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,8 +10,6 @@ import time
 from collections import defaultdict
 
 import pytest
-from test_ledger import _group, _started, recorded
-from test_ui_snapshots import settle
 
 from tbconsole.record import events as ev
 from tbconsole.record.control import RunControl
@@ -26,7 +24,9 @@ from tbconsole.ui.screens.confirm import ConfirmScreen
 from tbconsole.ui.screens.ledger import LedgerScreen
 from tbconsole.ui.screens.weight import WeightScreen, parse_weight
 
-from conftest import T_FIXED, wait_for
+from tests_support.ledger import group_events, run_started
+from tests_support.recorded import corpus_events
+from tests_support.ui import T_FIXED, settle, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 MULTI_STEP = "healthy-multi-turn-1"  # the corpus's longest runs have 20 steps; this one the most trials
@@ -60,7 +60,7 @@ def waste_by_task(events) -> dict[str, float]:
 
 
 async def test_sorted_by_waste_then_the_other_orders_and_families():
-    events = recorded(MULTI_STEP)
+    events = corpus_events(MULTI_STEP)
     app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
     async with app.run_test(size=(160, 40)) as pilot:
         screen = await open_ledger(pilot)
@@ -94,7 +94,7 @@ async def test_sorted_by_waste_then_the_other_orders_and_families():
 
 def _live_events():
     """The recorded run up to its last batch: a run still going, to be steered."""
-    events = recorded("healthy-demo-1")
+    events = corpus_events("healthy-demo-1")
     last = max(i for i, e in enumerate(events) if isinstance(e, ev.BatchStarted))
     return events[:last]
 
@@ -165,14 +165,14 @@ def hand_made(
     (one partial reward for every trial) dropped by a user from step 5; regex-log mostly failed."""
     git, one, two, rx, ext = names
     rewards = {git: [1.0, 1.0], one: [0.0, 1.0], two: [1.0, 1.0], rx: [0.0, 0.0], ext: [0.5, 0.5]}
-    out = [_started(list(names))]
+    out = [run_started(list(names))]
     for step in range(current + 1):
         out.append(ev.BatchStarted(step=step, groups=[]))
         for g, task in enumerate(names):
             if (task == git and step >= 3) or (task == two and 4 <= step < 8) or (task == ext and step >= 5):
                 continue
             r = rewards[task] if step % 3 or task != rx else [1.0, 0.0]
-            out.extend(_group(step, g, task, r, seconds=60.0 * (g + 1)))
+            out.extend(group_events(step, g, task, r, seconds=60.0 * (g + 1)))
         if step == 2:
             out.append(ev.TaskAdmission(task=git, weight=0.0, step=3, by=AdmissionBy.USER))
         if step == 3:
@@ -334,7 +334,7 @@ def _open(app_keys=("D",)):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 40)], ids=["80x24", "160x40"])
 def test_snapshot_recorded_run(snap_compare, size):
-    app = ConsoleApp(replay=Replay(recorded(MULTI_STEP)), mode="replay", clock=lambda: T_FIXED)
+    app = ConsoleApp(replay=Replay(corpus_events(MULTI_STEP)), mode="replay", clock=lambda: T_FIXED)
     assert snap_compare(app, terminal_size=size, run_before=_open())
 
 

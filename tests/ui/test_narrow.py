@@ -18,7 +18,8 @@ from tbconsole.ui.data.source import ListSource, LocalControls, Replay
 from tbconsole.ui.screens.tokens import TokenScreen
 from tbconsole.ui.widgets.header import RunHeader
 
-from conftest import FIXTURES, T_FIXED, wait_for
+from tests_support.paths import FIXTURES
+from tests_support.ui import T_FIXED, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 SIZES = [(150, 45), (80, 24)]

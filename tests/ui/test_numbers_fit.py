@@ -23,7 +23,7 @@ from tbconsole.ui.widgets.base import columns
 from tbconsole.ui.widgets.header import RunHeader
 from tbconsole.ui.widgets.trials import TrialsGrid
 
-from conftest import wait_for
+from tests_support.ui import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

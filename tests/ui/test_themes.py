@@ -18,6 +18,8 @@ from tbconsole.ui.themes import (
     theme_dirs,
 )
 
+from tests_support.paths import REPO
+
 SHIPPED_FILES = sorted(p for p in SHIPPED_THEMES.iterdir() if p.suffix in THEME_SUFFIXES)
 # WCAG contrast ratio a panel border needs against what it is drawn on. The light theme's old
 # border (#FFFFFF on #F7F8FA) measures 1.06 and could not be seen; the shipped borders measure
@@ -63,7 +65,7 @@ def test_every_shipped_theme_file_loads(path):
 
 @pytest.mark.parametrize("path", SHIPPED_FILES, ids=lambda p: p.name)
 def test_every_shipped_theme_file_is_package_data(path):
-    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     package = Path(tbconsole.__file__).parent
     patterns = pyproject["tool"]["setuptools"]["package-data"]["tbconsole"]
     assert any(path.resolve() in {p.resolve() for p in package.glob(pattern)} for pattern in patterns)

@@ -15,7 +15,8 @@ from tbconsole.ui.data.source import Replay, TailSource
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.timeline import TimelineScreen
 
-from conftest import FIXTURES, rendered, wait_for
+from tests_support.paths import FIXTURES
+from tests_support.ui import rendered, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

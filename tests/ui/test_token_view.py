@@ -22,7 +22,8 @@ from tbconsole.ui.present.token_layout import lay_out, shown, word_start
 from tbconsole.ui.present.trained import trial_training
 from tbconsole.ui.screens.tokens import TokenScreen
 
-from conftest import FIXTURES, T_FIXED, wait_for
+from tests_support.paths import FIXTURES
+from tests_support.ui import T_FIXED, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,6 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from make_fixtures import record_finished
 
 from tbconsole.bench.transcript import TRIAL, long_trial_run
 from tbconsole.record.capturefile import read_records
@@ -23,7 +22,8 @@ from tbconsole.ui.present.trial_outputs import AtifStep, TrialFiles
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
-from conftest import T_FIXED, wait_for
+from tests_support.recorded import record_finished
+from tests_support.ui import T_FIXED, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

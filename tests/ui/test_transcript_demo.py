@@ -16,8 +16,8 @@ from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay, read_all
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
-from conftest import wait_for
-from tests_support import wait_until
+from tests_support.ui import wait_for
+from tests_support.waiting import wait_until
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -4,12 +4,12 @@ hostile strings shown inert), reasoning and replies, a rejected request, the ver
 Update after an intended change: pytest tests/ui/test_transcript_snapshots.py --snapshot-update"""
 
 import pytest
-from make_fixtures import record_finished
 
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay
 
-from conftest import T_FIXED
+from tests_support.recorded import record_finished
+from tests_support.ui import T_FIXED
 
 pytestmark = pytest.mark.timeout(120)
 

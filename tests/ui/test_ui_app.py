@@ -21,7 +21,7 @@ from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.main import MainScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 
-from conftest import T_FIXED, rendered, wait_for
+from tests_support.ui import T_FIXED, rendered, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,8 @@ import pytest
 from tbconsole.record.events import ControlChanged, read_events
 from tbconsole.synthetic.run import record_run
 
-from conftest import FIXTURES
-from tests_support import TmuxServer
+from tests_support.paths import FIXTURES
+from tests_support.tmux import TmuxServer
 
 pytestmark = pytest.mark.timeout(90)
 

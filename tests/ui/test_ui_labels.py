@@ -7,7 +7,7 @@ from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay
 from tbconsole.ui.present.wording import METRIC_ROWS
 
-from conftest import T_FIXED, rendered, wait_for
+from tests_support.ui import T_FIXED, rendered, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,7 +17,7 @@ from tbconsole.ui.present import plotmath
 from tbconsole.ui.present.sanitize import one_line, plain, text
 from tbconsole.ui.present.token_text import TokenDecoder
 
-from tests_support import missing
+from tests_support.prereqs import missing
 
 # -- plots ----------------------------------------------------------------------------------
 

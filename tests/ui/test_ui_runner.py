@@ -22,7 +22,8 @@ from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.present.wording import exit_summary, runner_notice
 from tbconsole.ui.screens.confirm import ConfirmScreen
 
-from conftest import FIXTURES, rendered, wait_for
+from tests_support.paths import FIXTURES
+from tests_support.ui import rendered, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ from tbconsole.record.events import ControlChanged
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource, LocalControls, Replay
 
-from conftest import T_FIXED
+from tests_support.ui import T_FIXED, settle
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,15 +19,6 @@ class _Control:
 
     def apply(self, command, argument=None):
         pass
-
-
-async def settle(pilot):
-    await pilot.pause(0.2)
-    await pilot.wait_for_scheduled_animations()
-    pilot.app.tick()
-    await pilot.pause(0.2)
-    pilot.app.tick()
-    await pilot.pause(0.1)
 
 
 @pytest.mark.parametrize("theme", ["dark", "light"])

@@ -31,7 +31,8 @@ from tbconsole.synthetic.run import T0, flood, synthetic_run
 from tbconsole.ui.present.filters import trial_matches
 from tbconsole.ui.present.wording import format_count, format_duration, progress_text, status_label
 
-from conftest import FIXTURES, recorded_runs
+from tests_support.paths import FIXTURES
+from tests_support.recorded import recorded_runs
 
 
 @pytest.mark.parametrize("path", recorded_runs(), ids=lambda p: p.parent.name)
@@ -545,7 +546,7 @@ async def test_the_rewards_table_shows_families_of_variants():
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import ListSource
 
-    from conftest import rendered, wait_for
+    from tests_support.ui import rendered, wait_for
 
     events = []
     for e in synthetic_run(steps=4, groups=4, group_size=2, hostile=False, error_at=None):

@@ -4,7 +4,6 @@ pause command into the run's control inbox."""
 
 import json
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,36 +17,12 @@ from tbconsole.record.events import TrialEnded
 from tbconsole.record.runfolder import RunFolder
 from tbconsole.synthetic.run import synthetic_run, write_jsonl
 
+from tests_support.web import TERMINAL_OPEN, chromium_path, free_port, wait_for_screen
+
 pytestmark = pytest.mark.timeout(120)
 
 SERVE = "import sys; from pathlib import Path; from tbconsole.entry.web import serve; "
 SERVE += "sys.exit(serve(Path(sys.argv[1]), None, '127.0.0.1', int(sys.argv[2])))"
-
-# textual.js keeps its xterm.js Terminal to itself: the test's copy of the script hands it to the page.
-TERMINAL_OPEN = re.compile(r"this\.terminal\.open\((\w+)\)")
-SCREEN = """() => {
-    const term = window.tbTerminal;
-    if (!term) return "";
-    const buffer = term.buffer.active, rows = [];
-    for (let y = 0; y < term.rows; y++) rows.push(buffer.getLine(buffer.viewportY + y)?.translateToString(true) ?? "");
-    return rows.join("\\n");
-}"""
-
-
-def _chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail(
-            "no Chromium for the browser test: install it as root with `apt-get install chromium` "
-            "(scripts/bootstrap.sh does it when it runs as root)"
-        )
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -69,7 +44,7 @@ def live_run(tmp_path, hold_lease):
 @pytest.fixture
 def web_console(live_run, tmp_path):
     """The console served over ``live_run``; yields its URL, then stops it with Ctrl-C (SIGINT)."""
-    port = _free_port()
+    port = free_port()
     errors = tmp_path / "server.stderr"
     with open(errors, "w") as stderr:
         server = subprocess.Popen(
@@ -92,21 +67,10 @@ def web_console(live_run, tmp_path):
             server.wait()
 
 
-def _wait_for_screen(page, *words: str, timeout: float = 45.0) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = page.evaluate(SCREEN)
-        if all(word in screen for word in words):
-            return screen
-        page.wait_for_timeout(100)
-    raise AssertionError(f"{words} not on the page's terminal:\n{screen}")
-
-
 def test_a_browser_shows_the_live_console_and_p_sends_pause(live_run, web_console):
     from playwright.sync_api import sync_playwright
 
-    chromium = _chromium()  # missing: a failure, not a skip
+    chromium = chromium_path()  # missing: a failure, not a skip
     exposed = []
 
     def expose_terminal(route):
@@ -124,7 +88,7 @@ def test_a_browser_shows_the_live_console_and_p_sends_pause(live_run, web_consol
             page.route("**/static/js/textual.js", expose_terminal)
             page.goto(web_console)
             assert exposed == [1], "textual.js changed: find where it opens its xterm.js Terminal"
-            _wait_for_screen(page, "gateway", "trials", "Pause")
+            wait_for_screen(page, "gateway", "trials", "Pause")
             page.focus("textarea.xterm-helper-textarea")  # xterm.js reads keys from here
             page.keyboard.press("p")
             deadline = time.monotonic() + 15
