@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from tbconsole.common.procgroup import descendants, kill_group, kill_process, kill_tree
 
-from tests_support import missing
+from tests_support.prereqs import missing
 
 
 def _gone(pid: int, within_s: float = 10.0) -> bool:

@@ -16,6 +16,3 @@ another test file or a conftest (conftest files hold fixtures and hooks only).
 - ``agents``: one real trial of a third-party agent.
 - ``healthz``: a stand-in gateway that answers only its health check.
 """
-
-# Until every test file imports it from tests_support.prereqs.
-from tests_support.prereqs import missing  # noqa: E402, F401
