@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from tbconsole.common import offline
+from tbconsole.record.events import read_events
 
-from tests_support.paths import SHARED
+from tests_support.paths import FIXTURES, SHARED
 from tests_support.prereqs import IN_CI, missing
 from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
@@ -43,6 +44,25 @@ def pytest_runtest_setup(item):
         problem = sandbox_problem()
         if problem is not None:
             missing(f"local sandbox unavailable here: {problem}", SANDBOX_FIX)
+
+
+@pytest.fixture(autouse=True)
+def own_config_home(tmp_path_factory, monkeypatch):
+    """The user's tbconsole settings (the theme kept between consoles) in a folder of the test's
+    own: a test, and any console it starts, never reads or writes the real ~/.config/tbconsole."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+
+
+@pytest.fixture
+def finished_events():
+    """The synthetic run of the fixtures (finished; one group's error decided), its events."""
+    return list(read_events(FIXTURES / "finished" / "events.jsonl"))
+
+
+@pytest.fixture
+def awaiting_events():
+    """The synthetic run of the fixtures stopped at its error, awaiting a decision."""
+    return list(read_events(FIXTURES / "awaiting" / "events.jsonl"))
 
 
 @pytest.fixture
