@@ -1,9 +1,9 @@
 """Advisories in the reducer: raise, replace (same key), clear (says what cleared it), counts by
 severity, the bounded log, and a recorded run with advisories replayed from its events.jsonl.
 
-``with_advisories`` is the recorded synthetic run (tests/ui/fixtures/finished) with the advisories
-a run with rules would publish, each just after the event that raised or cleared it; the console
-tests (tests/ui/test_advisories_view.py) use it too."""
+The recorded run is tests_support.advisories' ``with_advisories``: the synthetic run of the
+fixtures (tests/ui/fixtures/finished) with the advisories a run with rules would publish, each just
+after the event that raised or cleared it (the console's tests of advisories read it too)."""
 
 from tbconsole.record.enums import AdvisorySeverity
 from tbconsole.record.events import (

@@ -1,5 +1,5 @@
 """The console side of advisories, driven by Pilot over recorded events with advisories added
-(``with_advisories`` in tests/test_state_advisories.py): the strip under the header, `v` and its
+(tests_support.advisories' ``with_advisories``): the strip under the header, `v` and its
 screen, Enter jumping to a trial / group / metric, one notification per new error advisory (none
 on catch-up), snapshots in both themes; and groups with one reward worded by what they mean (all
 solved is success, not a warning)."""

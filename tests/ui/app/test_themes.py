@@ -139,3 +139,19 @@ def test_attaching_uses_the_kept_theme_unless_one_is_asked_for(tmp_path):
     remember_theme(DEFAULT_LIGHT)
     assert attach.attach_app(tmp_path, None).theme == DEFAULT_LIGHT
     assert attach.attach_app(tmp_path, "dark").theme == DEFAULT_DARK
+
+
+def test_theme_files_load(tmp_path):
+    from tbconsole.ui.themes import DEFAULT_DARK, DEFAULT_LIGHT, REPO_THEMES, load_themes
+
+    assert (REPO_THEMES / "tbconsole-dark.toml").is_file() and (REPO_THEMES / "tbconsole-light.toml").is_file()
+    themes, problems = load_themes([REPO_THEMES])
+    assert problems == []
+    assert themes[DEFAULT_DARK].dark and not themes[DEFAULT_LIGHT].dark
+    assert themes[DEFAULT_DARK].variables["plot-line"]
+    (tmp_path / "mine.toml").write_text('name = "mine"\nprimary = "#ff0000"\ndark = false\n')
+    (tmp_path / "broken.toml").write_text('name = "broken"\n')  # no primary
+    (tmp_path / "garbage.toml").write_text("not = [toml")
+    themes, problems = load_themes([REPO_THEMES, tmp_path])
+    assert themes["mine"].primary == "#ff0000"
+    assert len(problems) == 2 and "broken" not in themes

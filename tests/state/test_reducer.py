@@ -28,8 +28,7 @@ from tbconsole.record.events import (
 )
 from tbconsole.state import KEEP_STEPS, MAX_TEXT, RunState, reduce, reduce_all
 from tbconsole.synthetic.run import T0, flood, synthetic_run
-from tbconsole.ui.present.filters import trial_matches
-from tbconsole.ui.present.wording import format_count, format_duration, progress_text, status_label
+from tbconsole.ui.present.wording import progress_text, status_label
 
 from tests_support.paths import FIXTURES
 from tests_support.recorded import recorded_runs
@@ -264,54 +263,6 @@ def test_memory_stays_flat_over_a_long_run():
     assert grown < 5 << 20, grown  # per-trial detail is evicted; summaries are small
 
 
-def test_filter_words():
-    state = reduce_all(synthetic_run(steps=1, groups=2, group_size=3, hostile=False))
-    trials = list(state.trials.values())
-    assert all(trial_matches(t, "") for t in trials)
-    hello = [t for t in trials if trial_matches(t, "hello")]
-    assert hello and all(t.task == "hello-file" for t in hello)
-    assert all(t.reward == 1.0 for t in trials if trial_matches(t, "reward=1"))
-    assert all(t.reward >= 1 for t in trials if trial_matches(t, "ok"))
-    assert not any(trial_matches(t, "no-such-task") for t in trials)
-
-
-@pytest.mark.parametrize("outcome", list(TrialOutcome))
-def test_fail_filter_follows_every_outcome(outcome):
-    """`/fail` matches every trial that did not submit: the limit outcomes (time, sequence, output
-    tokens), errors and cancelled trials; `/error` only those nothing is trained on (unscored
-    outcomes and cancelled trials)."""
-    state = RunState()
-    reduce(state, GroupStarted(step=0, group=0, task="a", trials=["t", "sibling"], proxy_url="http://p"))
-    reduce(
-        state,
-        TrialEnded(
-            step=0,
-            group=0,
-            trial="t",
-            outcome=outcome,
-            scored=outcome.scored,
-            reward=0.0 if outcome.scored else None,
-            turns=1,
-            output_tokens=5,
-            trial_dir=None,
-            timings={},
-            exception_type=None if outcome.scored else "ModelCallFailed",
-        ),
-    )
-    assert trial_matches(state.trials["t"], "fail") is (outcome != TrialOutcome.SUBMITTED)
-    assert trial_matches(state.trials["t"], "error") is (not outcome.scored)
-    assert not trial_matches(state.trials["sibling"], "fail")  # still running
-    assert not trial_matches(state.trials["sibling"], "error")
-    if not outcome.scored:  # the runner cancels the rest of the group: no trial.ended for them
-        reduce(state, GroupEnded(step=0, group=0, rewards=[None, None], ok=False, error="boom"))
-        sibling = state.trials["sibling"]
-        assert sibling.cancelled and not sibling.done
-        assert trial_matches(sibling, "fail") and trial_matches(sibling, "error")
-        assert trial_matches(sibling, "cancelled")
-        # Only a trial cancelled by the user (x) reads as cancelled itself.
-        assert trial_matches(state.trials["t"], "cancelled") is (outcome == TrialOutcome.CANCELLED)
-
-
 def test_a_failed_group_cancels_its_unfinished_trials(awaiting_events):
     """As the runner: the failing trial ends as AgentError, its siblings send nothing more and
     stop their clocks when the group ends unscored."""
@@ -405,12 +356,6 @@ def test_held_out_evaluation_is_its_own_phase():
     assert reduce_all([_started(0)]).heldout_running_since() is None  # no event, no phase
 
 
-def test_formatting():
-    assert format_duration(None) == "–" and format_duration(59) == "59s" and format_duration(61) == "1m01s"
-    assert format_duration(3 * 3600 + 120) == "3h02m"
-    assert format_count(1234) == "1.2k" and format_count(12) == "12" and format_count(2_500_000) == "2.5M"
-
-
 def test_synthetic_stream_is_deterministic_and_ordered():
     a = [e.to_json() for e in synthetic_run(seed=3)]
     b = [e.to_json() for e in synthetic_run(seed=3)]
@@ -430,19 +375,6 @@ def test_fixtures_are_current():
 
     recorded = (FIXTURES / "finished" / "events.jsonl").read_text().splitlines()
     assert recorded == [e.to_json() for e in synthetic_run(error_at=(1, 2), pause_after=0)]
-
-
-def test_replay_marks_without_batch_events():
-    """The real runner's demo run (fixtures/demo-run) sends no BatchStarted: steps start at their
-    first GroupStarted."""
-    from tbconsole.ui.data.source import Replay
-
-    events = list(read_events(FIXTURES / "demo-run" / "events.jsonl"))
-    replay = Replay(events)
-    assert len(replay.marks) == 2
-    state = replay.seek(replay.marks[1])
-    assert state.step == 0 and state.completed_steps == 1
-    assert replay.seek(len(events)).finished
 
 
 def test_an_evaluation_only_row_updates_metrics_but_completes_no_step():
@@ -515,15 +447,6 @@ def test_a_resumed_run_keeps_one_identity_and_one_clock():
     assert state.elapsed(resumed.ts + 10) == pytest.approx(crashed[-1].ts - crashed[0].ts + 10)
 
 
-def test_metric_rows_carry_their_units():
-    from tbconsole.ui.present.wording import METRIC_ROWS
-
-    rows = {row.label: row for row in METRIC_ROWS}
-    assert rows["step time"].shown(201.0) == "3m21s"
-    assert rows["tokens"].shown(123_456) == "123k"
-    assert rows["entropy"].shown(None) == "–"
-
-
 def test_variants_roll_up_by_family_and_other_tasks_stay_their_own():
     from tbconsole.state import TaskStats, family_stats, task_family
 
@@ -539,33 +462,3 @@ def test_variants_roll_up_by_family_and_other_tasks_stay_their_own():
     assert (family.trials, family.scored, family.solved, family.mean) == (16, 15, 6, 6.0 / 15)
     assert family.last_step == 4 and family.last_mean == pytest.approx((0.25 + 1.0) / 2)  # only step 4's
     assert rolled["fix-git"] == stats[-1]
-
-
-async def test_the_rewards_table_shows_families_of_variants():
-    from tbconsole.record.events import GroupStarted, TrialEnded, TrialPhaseChanged
-    from tbconsole.ui.app import ConsoleApp
-    from tbconsole.ui.data.source import ListSource
-
-    from tests_support.ui import rendered, wait_for
-
-    events = []
-    for e in synthetic_run(steps=4, groups=4, group_size=2, hostile=False, error_at=None):
-        if isinstance(e, (GroupStarted, TrialPhaseChanged, TrialEnded)) and getattr(e, "task", None):
-            e = dataclasses.replace(e, task=f"{e.task}-{e.step:03d}")  # a variant per step
-        events.append(e)
-    tasks = {e.task for e in events if isinstance(e, GroupStarted)}
-    families = {t.rsplit("-", 1)[0] for t in tasks}
-    assert len(families) < len(tasks)
-    app = ConsoleApp(source=ListSource(events), clock=lambda: events[-1].ts)
-    async with app.run_test(size=(140, 50)) as pilot:
-        await wait_for(pilot, lambda: app.state.events == len(events) and app.state.task_stats)
-        app.redraw()
-        app.tick()
-        await pilot.pause()
-        table = rendered(app.screen.query_one("#rewards"), 70)
-    rows = table.split("family", 1)[1].splitlines()[1:]
-    shown = [row.split()[0] for row in rows if row.strip() and not row.startswith("+")]
-    assert shown and set(shown) <= families, table  # families, never a variant's own row
-    for family in shown:
-        n = sum(t.rsplit("-", 1)[0] == family for t in tasks)
-        assert (f"{family} ×{n}" if n > 1 else family) in table, table

@@ -285,7 +285,7 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
             await look(pilot, name)
             await back_to_main(pilot)
         # Find searches under the run's log_path, here hostile text naming no folder: it finds
-        # nothing (tests/ui/test_raw_paths.py draws the matches of a hostile trial id).
+        # nothing (tests/ui/screens/test_raw_paths.py draws the matches of a hostile trial id).
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         finder = app.screen
