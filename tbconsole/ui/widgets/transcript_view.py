@@ -14,7 +14,6 @@ back at the bottom (or ``follow()``), it follows again.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import OrderedDict
 
 from rich.rule import Rule
@@ -25,6 +24,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tbconsole.ui.present.piece_lines import PieceLines
 from tbconsole.ui.present.transcript_doc import Piece, Section
 from tbconsole.ui.widgets.base import Palette, palette_of
 
@@ -60,9 +60,8 @@ class TranscriptView(ScrollView, can_focus=True):
         self.lines_rendered = 0  # lines handed to the screen since mounted (for the bench)
         self._pieces: list[Piece] = []
         self._owner: list[int] = []  # the section of each piece
-        self._heights: list[int] = []
+        self._lines = PieceLines()  # each piece's height and first line
         self._exact: list[bool] = []
-        self._starts: list[int] = [0]  # first line of each piece, then the total
         self._known: dict[Piece, int] = {}  # exact heights at ``_width``
         self._guessed: dict[Piece, int] = {}  # estimated heights at ``_width``
         self._strips: OrderedDict[Piece, list[Strip]] = OrderedDict()
@@ -103,39 +102,27 @@ class TranscriptView(ScrollView, can_focus=True):
             if h is None:
                 h = guessed[p] = estimate(p, width)
             heights.append(h)
-        self._heights = heights
+        self._lines.reset(heights)
         self._exact = [p in known for p in self._pieces]
-        self._restart()
-
-    def _restart(self) -> None:
-        starts = [0]
-        total = 0
-        for h in self._heights:
-            total += h
-            starts.append(total)
-        self._starts = starts
-        self.virtual_size = Size(self._width, total)
+        self.virtual_size = Size(self._width, self._lines.total)
 
     @property
     def total_lines(self) -> int:
-        return self._starts[-1]
+        return self._lines.total
 
     def _content_width(self) -> int:
         return max(10, self.scrollable_content_region.width or self.size.width or 80)
 
-    def _piece_at(self, y: int) -> int:
-        return max(0, min(len(self._pieces) - 1, bisect_right(self._starts, y) - 1))
-
     def section_at(self, y: int) -> Section | None:
         if not self._pieces:
             return None
-        return self.sections[self._owner[self._piece_at(y)]]
+        return self.sections[self._owner[self._lines.at(y)]]
 
     def sections_from(self, y: int) -> list[Section]:
         """The sections from the one at line ``y`` down, in order."""
         if not self._pieces:
             return []
-        return self.sections[self._owner[self._piece_at(y)] :]
+        return self.sections[self._owner[self._lines.at(y)] :]
 
     def nearest_turn(self, y: int) -> int | None:
         """The captured turn at line ``y`` or the first below it; else the last above it (the
@@ -151,8 +138,8 @@ class TranscriptView(ScrollView, can_focus=True):
         if self.follow or not self._pieces:
             return None
         top = round(self.scroll_y)
-        i = self._piece_at(top)
-        return self._pieces[i], top - self._starts[i]
+        i = self._lines.at(top)
+        return self._pieces[i], top - self._lines.starts[i]
 
     def _settle(self, anchor: tuple[Piece, int] | None) -> None:
         """Draw what is in view, then put the view back where it was (or at the bottom)."""
@@ -163,7 +150,7 @@ class TranscriptView(ScrollView, can_focus=True):
             except ValueError:
                 i = -1
             if i >= 0:
-                self._jump(self._starts[i] + offset)
+                self._jump(self._lines.starts[i] + offset)
         for _ in range(8):  # drawn heights shift the layout; a few passes settle it
             if self.follow:
                 self._jump(self.max_scroll_y)
@@ -185,34 +172,25 @@ class TranscriptView(ScrollView, can_focus=True):
             return False
         height = max(1, self.scrollable_content_region.height or self.size.height or 24)
         top = round(self.scroll_y)
-        i = self._piece_at(top)
+        i = self._lines.at(top)
         changed = False
-        while i < len(self._pieces) and self._starts[i] < top + height:
+        while i < len(self._pieces) and self._lines.starts[i] < top + height:
             if not self._exact[i]:
                 lines = len(self._draw(self._pieces[i]))
                 self._exact[i] = True
-                if lines != self._heights[i]:
-                    self._heights[i] = lines
+                if lines != self._lines.heights[i]:
+                    self._lines.set_height(i, lines)
                     changed = True
-                    self._restart_from(i)
+                    self.virtual_size = Size(self._width, self._lines.total)
             i += 1
         return changed
 
     def draw_all(self) -> None:
         """Wrap every piece now (what drawing everything up front would cost: for the bench)."""
-        for i, piece in enumerate(self._pieces):
-            self._heights[i] = len(self._draw(piece))
-            self._exact[i] = True
-        self._restart()
+        self._lines.reset([len(self._draw(piece)) for piece in self._pieces])
+        self._exact = [True] * len(self._pieces)
+        self.virtual_size = Size(self._width, self._lines.total)
         self._settle(None)
-
-    def _restart_from(self, i: int) -> None:
-        starts = self._starts
-        total = starts[i]
-        for k in range(i, len(self._heights)):
-            total += self._heights[k]
-            starts[k + 1] = total
-        self.virtual_size = Size(self._width, total)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -303,11 +281,11 @@ class TranscriptView(ScrollView, can_focus=True):
         self.lines_rendered += 1
         line = self.scroll_offset.y + y
         width = self.scrollable_content_region.width
-        if not self._pieces or line >= self._starts[-1]:
+        if not self._pieces or line >= self._lines.total:
             return Strip.blank(width, self._base)
-        i = self._piece_at(line)
+        i = self._lines.at(line)
         strips = self._draw(self._pieces[i])
-        offset = line - self._starts[i]
+        offset = line - self._lines.starts[i]
         if offset >= len(strips):
             return Strip.blank(width, self._base)
         strip = strips[offset]

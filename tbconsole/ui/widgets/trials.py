@@ -26,6 +26,7 @@ from textual.strip import Strip
 from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.present.filters import trial_matches
+from tbconsole.ui.present.grid_view import no_match_text, scroll_to_cell
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.host import WidgetHost
@@ -79,14 +80,14 @@ class TrialsGrid(ScrollView, can_focus=True):
     COMPONENT_CLASSES = {"trialsgrid--header", "trialsgrid--cursor"}
     BINDINGS = [
         Binding("enter", "select_cursor", "Transcript"),
-        Binding("up", "cursor_up", "Cursor up", show=False),
-        Binding("down", "cursor_down", "Cursor down", show=False),
-        Binding("left", "cursor_left", "Cursor left", show=False),
-        Binding("right", "cursor_right", "Cursor right", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home", "first_row", "First row", show=False),
-        Binding("end", "last_row", "Last row", show=False),
+        Binding("up", "cursor(-1, 0)", "Cursor up", show=False),
+        Binding("down", "cursor(1, 0)", "Cursor down", show=False),
+        Binding("left", "cursor(0, -1)", "Cursor left", show=False),
+        Binding("right", "cursor(0, 1)", "Cursor right", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "First row", show=False),
+        Binding("end", "edge(1)", "Last row", show=False),
     ]
 
     app = getters.app(WidgetHost)
@@ -137,21 +138,16 @@ class TrialsGrid(ScrollView, can_focus=True):
         self.app.redraw(PanelName.TRIALS)
 
     def on_focus(self) -> None:
-        self._invalidate()
+        self._lines.clear()  # the cursor's colour follows the focus
+        self.refresh()
 
     def on_blur(self) -> None:
-        self._invalidate()
+        self._lines.clear()
+        self.refresh()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._lines.clear()
-
-    def _widths(self, size: int) -> tuple[int, int]:
-        return grid_widths(self.size.width, size)
-
-    @property
-    def _line_width(self) -> int:
-        return (self._label_w + 2 * CELL_PADDING) + self._columns * (self._cell_w + 2 * CELL_PADDING)
 
     # -- feeding it ----------------------------------------------------------------------
 
@@ -159,7 +155,7 @@ class TrialsGrid(ScrollView, can_focus=True):
         p = palette_of(self.app)
         visible = self._entries(state, p)
         size = max([len(trials) for _, _, trials in visible] + [state.group_size, 1])
-        label_w, cell_w = self._widths(size)
+        label_w, cell_w = grid_widths(self.size.width, size)
         ev = state.heldout_shown()
         layout = (
             state.step,
@@ -259,20 +255,13 @@ class TrialsGrid(ScrollView, can_focus=True):
                     cells.append(None)
                     ids.append(None)
             self._rows.append(_Row(key, make_label(label_w), cells, ids))
-        self.virtual_size = Size(self._line_width, len(self._rows) + 1)
+        line_width = (label_w + 2 * CELL_PADDING) + size * (cell_w + 2 * CELL_PADDING)
+        self.virtual_size = Size(line_width, len(self._rows) + 1)
         self.cursor_row = min(self.cursor_row, max(0, len(self._rows) - 1))
         self.cursor_column = min(max(1, self.cursor_column), size)
         self.refresh()
 
     # -- drawing ---------------------------------------------------------------------------
-
-    def _invalidate(self, *rows: int) -> None:
-        if not rows:
-            self._lines.clear()
-            self.refresh()
-            return
-        for row in rows:
-            self._changed(row)
 
     def _changed(self, row: int) -> None:
         self._lines.pop(row, None)
@@ -299,15 +288,6 @@ class TrialsGrid(ScrollView, can_focus=True):
             self._lines[row] = strip
         return strip
 
-    def _no_match_strip(self) -> Strip:
-        """The grid's first row while the filter hides every trial: it says so, and how to undo it
-        (an empty grid says nothing). The filter is what was typed: shown as plain text."""
-        p = palette_of(self.app)
-        text = Text(" " * CELL_PADDING, style=p.muted)
-        text.append(f"no trial matches “{one_line(self.filter, 60)}”", style=p.muted)
-        text.append(" — esc clears the filter", style=p.muted)
-        return Strip(list(text.render(self.app.console)), text.cell_len).apply_style(self.rich_style)
-
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
@@ -316,8 +296,10 @@ class TrialsGrid(ScrollView, can_focus=True):
         else:
             row = y - 1 + scroll_y
             if row >= len(self._rows):
-                if row == 0 and self.filter:
-                    return self._no_match_strip().crop_extend(0, width, self.rich_style)
+                if row == 0 and self.filter:  # the filter hides every trial: say so
+                    text = no_match_text(self.filter, CELL_PADDING, palette_of(self.app).muted)
+                    strip = Strip(list(text.render(self.app.console)), text.cell_len).apply_style(self.rich_style)
+                    return strip.crop_extend(0, width, self.rich_style)
                 return Strip.blank(width, self.rich_style)
         strip = self._strip(row)
         fill = self.rich_style
@@ -341,46 +323,32 @@ class TrialsGrid(ScrollView, can_focus=True):
         self._scroll_to_cursor()
 
     def _scroll_to_cursor(self) -> None:
-        height = max(1, self.scrollable_content_region.height - 1)  # the header stays put
-        y = self.scroll_offset.y
-        if self.cursor_row < y:
-            y = self.cursor_row
-        elif self.cursor_row >= y + height:
-            y = self.cursor_row - height + 1
-        left = self._label_w + 2 * CELL_PADDING + (self.cursor_column - 1) * (self._cell_w + 2 * CELL_PADDING)
-        right = left + self._cell_w + 2 * CELL_PADDING
-        x = self.scroll_offset.x
-        width = self.scrollable_content_region.width
-        if right > x + width:
-            x = right - width
-        if left < x + self._label_w + 2 * CELL_PADDING:
-            x = max(0, left - self._label_w - 2 * CELL_PADDING)
+        region = self.scrollable_content_region
+        x, y = scroll_to_cell(
+            self.cursor_row,
+            self.cursor_column,
+            label_w=self._label_w,
+            cell_w=self._cell_w,
+            pad=CELL_PADDING,
+            at=(self.scroll_offset.x, self.scroll_offset.y),
+            size=(region.width, max(1, region.height - 1)),  # the header stays put
+        )
         if (x, y) != tuple(self.scroll_offset):
             self.scroll_to(x=x, y=y, animate=False)
 
-    def action_cursor_up(self) -> None:
-        self.move_cursor(row=self.cursor_row - 1)
+    def action_cursor(self, rows: int, columns: int) -> None:
+        """The arrows: a row up or down, a cell left or right."""
+        if rows:
+            self.move_cursor(row=self.cursor_row + rows)
+        else:
+            self.move_cursor(column=self.cursor_column + columns)
 
-    def action_cursor_down(self) -> None:
-        self.move_cursor(row=self.cursor_row + 1)
+    def action_page(self, direction: int) -> None:
+        self.move_cursor(row=self.cursor_row + direction * max(1, self.scrollable_content_region.height - 1))
 
-    def action_cursor_left(self) -> None:
-        self.move_cursor(column=self.cursor_column - 1)
-
-    def action_cursor_right(self) -> None:
-        self.move_cursor(column=self.cursor_column + 1)
-
-    def action_page_up(self) -> None:
-        self.move_cursor(row=self.cursor_row - max(1, self.scrollable_content_region.height - 1))
-
-    def action_page_down(self) -> None:
-        self.move_cursor(row=self.cursor_row + max(1, self.scrollable_content_region.height - 1))
-
-    def action_first_row(self) -> None:
-        self.move_cursor(row=0)
-
-    def action_last_row(self) -> None:
-        self.move_cursor(row=len(self._rows) - 1)
+    def action_edge(self, last: int) -> None:
+        """Home, end: the first row, the last."""
+        self.move_cursor(row=len(self._rows) - 1 if last else 0)
 
     def action_select_cursor(self) -> None:
         trial = self.selected_trial()
