@@ -21,6 +21,7 @@ from tbconsole.common.formatting import (
     format_clock,
     format_count,
     format_duration,
+    format_iso_time,
     format_latencies,
     format_seconds,
     format_size,
@@ -190,6 +191,13 @@ def test_utc_reads_as_utc(monkeypatch):
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_time_for_programs_is_iso_in_utc_whatever_the_machines_zone(paris):
+    assert format_iso_time(WINTER + 3723.25) == "2026-01-01T01:02:03.250000+00:00"
+    assert format_iso_time(SUMMER) == "2026-07-01T00:00:00+00:00"
+    assert format_iso_time(WINTER + 3723.25, timespec="seconds") == "2026-01-01T01:02:03+00:00"
+    assert format_iso_time(None) is None
 
 
 # -- our own command -----------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""What a person reads, formatted once: durations, counts, sizes, percentiles and times of day.
+"""What a person reads, formatted once: durations, counts, sizes, percentiles and times of day;
+and a time as ISO text, for what programs read.
 
 Every place that shows one of these to a person (the console's panels and screens, the headless
 progress log, advisories, ``tbconsole runs``, ``tbconsole trial``, the notifier, the benchmarks'
 reports) calls this module, so the same quantity reads the same everywhere. Machine-read text
-(events, API responses, file names) is not formatted here.
+(events, API responses, file names) is not formatted here, except its times (below).
 
 Durations: ``format_duration`` for whole seconds (42s, 3m05s, 21h04m, 4d03h), ``format_seconds``
 where a fraction of a second matters (0.4s, 12.3s; a minute or more as ``format_duration``),
@@ -19,6 +20,10 @@ so every time of day shown to a person is the machine's local time, and says whi
 in, so that a log copied to someone elsewhere (or read from a server in another zone) is not off
 by hours without a word: ``format_clock`` (14:03:22 CET) and ``format_timestamp`` (2026-01-01
 14:03 CET). Nothing shows a time of day in UTC, or without its zone.
+
+**Times that programs read: ISO 8601, in UTC.** ``format_iso_time`` (2026-01-01T13:03:22.250000+00:00)
+writes every time that leaves as text for a program: the engine's API (checkpoints, sessions), the
+ATIF export's steps, the W&B advisories table (to the second: 2026-01-01T13:03:22+00:00).
 
 **Our own command, as a hint spells it.** ``command_line("attach", path)`` is what every hint that
 names a tbconsole command prints (re-attach, resume, `tbconsole runs`): ``tbconsole …`` when the
@@ -40,7 +45,9 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import overload
 
 from tbconsole.common.stats import percentile
 
@@ -183,6 +190,16 @@ def format_timestamp(ts: float | None = None, *, seconds: bool = False) -> str:
     """A date and time of day, local, with its zone: 2026-01-01 14:03 CET, or with ``seconds``
     2026-01-01 14:03:22 CET (``ts``: unix seconds; None: now)."""
     return time.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z", time.localtime(ts))
+
+
+@overload
+def format_iso_time(ts: float, *, timespec: str = "auto") -> str: ...
+@overload
+def format_iso_time(ts: None, *, timespec: str = "auto") -> None: ...
+def format_iso_time(ts: float | None, *, timespec: str = "auto") -> str | None:
+    """A unix time as ISO 8601 text in UTC (``timespec`` as ``datetime.isoformat`` takes it:
+    "seconds", "milliseconds", …; "auto" keeps the microseconds a time has). None stays None."""
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec=timespec)
 
 
 # -- our own command -----------------------------------------------------------------------------

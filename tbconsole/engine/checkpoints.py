@@ -12,7 +12,6 @@ as an expiry time; expired checkpoints are deleted by `prune_expired`.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import shutil
@@ -25,18 +24,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tbconsole.common import atomic
+from tbconsole.common.formatting import format_iso_time
 from tbconsole.engine.errors import BadRequest, Conflict, NotFound
 
 SCHEME = "tinker://"
 KINDS = {"weights": "training", "sampler_weights": "sampler"}
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:_\-]{0,200}$")
 _NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,200}$")
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).isoformat()
 
 
 def check_name(name: str) -> str:
@@ -158,12 +152,12 @@ class CheckpointStore:
         return {
             "checkpoint_id": ref.checkpoint_id,
             "checkpoint_type": KINDS[ref.kind],
-            "time": _iso(meta["created"]),
+            "time": format_iso_time(meta["created"]),
             "tinker_path": ref.tinker_path,
             "size_bytes": sum(p.stat().st_size for p in d.iterdir()),
             "public": False,
             "user_metadata": meta.get("user_metadata") or None,
-            "expires_at": _iso(meta.get("expires_at")),
+            "expires_at": format_iso_time(meta.get("expires_at")),
         }
 
     def refs(self, run_id: str) -> list[CheckpointRef]:

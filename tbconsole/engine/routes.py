@@ -12,7 +12,6 @@ Not in Tinker's API: `GET /api/v1/status` (counters for the console).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import time
@@ -22,6 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel
 from tinker import types
 
+from tbconsole.common.formatting import format_iso_time
 from tbconsole.engine import wire
 from tbconsole.engine.checkpoints import CheckpointRef
 from tbconsole.engine.errors import BadRequest, EngineError
@@ -39,10 +39,6 @@ def make_runner(app: web.Application) -> web.AppRunner:
     # auto_decompress off: the SDK zstd-compresses forward_backward bodies, which aiohttp would
     # try (and, without an extra package, fail) to inflate before our handler sees them.
     return web.AppRunner(app, access_log=None, auto_decompress=False)
-
-
-def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).isoformat()
 
 
 async def _json(request: web.Request) -> Any:
@@ -292,7 +288,7 @@ class RunRoutes(_Part):
             "is_lora": True,
             "corrupted": False,
             "lora_rank": info["lora"]["rank"],
-            "last_request_time": _iso(last_request),
+            "last_request_time": format_iso_time(last_request),
             "last_checkpoint": training[-1] if training else None,
             "last_sampler_checkpoint": sampler[-1] if sampler else None,
             "user_metadata": {str(k): str(v) for k, v in (info.get("user_metadata") or {}).items()},

@@ -18,9 +18,9 @@ A trial without a captured model call has one system step that says so (ATIF nee
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
+from tbconsole.common.formatting import format_iso_time
 from tbconsole.export.conversation import Message
 
 NOTES = "Exported by tbconsole from the capture proxy's records of a training run."
@@ -32,10 +32,6 @@ def _arguments(text: str) -> dict[str, Any]:
     except ValueError:
         return {"arguments": text}
     return value if isinstance(value, dict) else {"arguments": text}
-
-
-def _timestamp(ts: float | None) -> str | None:
-    return datetime.fromtimestamp(ts, UTC).isoformat() if ts is not None else None
 
 
 def _call_ids(messages: list[Message], at: int, step_id: int) -> list[str]:
@@ -98,7 +94,7 @@ def atif_trajectory(
             steps.append(
                 Step(
                     step_id=len(steps) + 1,
-                    timestamp=_timestamp(sampled.started_at if sampled is not None else None),
+                    timestamp=format_iso_time(sampled.started_at if sampled is not None else None),
                     source="agent",
                     message=m.content,
                     reasoning_content=m.reasoning,

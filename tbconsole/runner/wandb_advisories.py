@@ -29,8 +29,9 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from tbconsole.common.formatting import format_iso_time
 
 if TYPE_CHECKING:
     from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised, Event, EventBus
@@ -75,7 +76,7 @@ class WandbAdvisories:
 
         from tbconsole.record.events import AdvisoryRaised
 
-        when = datetime.fromtimestamp(event.ts, UTC).isoformat(timespec="seconds")
+        when = format_iso_time(event.ts, timespec="seconds")
         if isinstance(event, AdvisoryRaised):
             self.active[event.key] = event
             row: list[Any] = [when, event.step, event.key, event.rule, event.severity, "raised", event.message]
