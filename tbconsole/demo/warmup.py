@@ -454,39 +454,16 @@ def train(
 
     tokenizer = load_tokenizer()
     renderer = get_renderer(recommended_renderer(settings.base_model), tokenizer)
-    rng = random.Random(settings.seed)
-    train_pool = V.all_variants("train", settings.families)
+    batches = _DemonstrationBatches(settings, prompt, observation, renderer, tokenizer)
     held_out = V.sample_variants("heldout", settings.eval_variants, settings.seed, settings.families)
     scratch = out_dir.with_name(out_dir.name + ".engine")
     started = time.monotonic()
-    history: list[dict[str, float]] = []
     with EmbeddedEngine(data_dir=scratch, device=device, model=settings.base_model) as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
         client = _resolved(
             service.create_lora_training_client(base_model=settings.base_model, rank=settings.rank, seed=settings.seed)
         )
-        for step in range(settings.steps):
-            batch = []
-            for _ in range(settings.batch_size):
-                variant = rng.choice(train_pool)
-                command = choose_command(variant, rng, settings.solution_share)
-                short = variant.lookup is not None and rng.random() < settings.short_history_share
-                batch.append(demonstration(prompt, renderer, tokenizer, variant, command, observation, short))
-            # Linear decay over the last quarter: the end of the run settles instead of jumping.
-            tail = max(1, settings.steps // 4)
-            lr = settings.learning_rate * min(1.0, (settings.steps - step) / tail)
-            fwd = client.forward_backward(batch, "cross_entropy")
-            opt = client.optim_step(tinker.AdamParams(learning_rate=lr))
-            metrics = fwd.result().metrics
-            opt.result()
-            tokens = sum(sum(d.loss_fn_inputs["weights"].tolist()) for d in batch)
-            loss = metrics.get("loss:sum", 0.0) / max(tokens, 1)
-            history.append({"step": step, "loss": loss})
-            if step % 25 == 0 or step == settings.steps - 1:
-                log(
-                    f"warmup step {step:4d}/{settings.steps}  loss/token {loss:.4f}  lr {lr:.2e}  "
-                    f"{time.monotonic() - started:6.0f}s"
-                )
+        history = _fit(client, batches, settings, log, started)
         path = client.save_weights_for_sampler("warmup").result().path
         sampler = _resolved(service.create_sampling_client(model_path=path))
         result = evaluate(
@@ -508,22 +485,91 @@ def train(
         for name in ("adapter_model.safetensors", "adapter_config.json"):
             shutil.copy2(folder / name, out_tmp / name)
         shutil.rmtree(scratch, ignore_errors=True)
-        report: dict[str, Any] = {
-            "settings": asdict(settings),
-            "seconds": round(time.monotonic() - started, 1),
-            "final_loss": history[-1]["loss"] if history else None,
-            "held_out": {
-                "variants": [v.name for v in held_out],
-                **result.rates(),
-                "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()},
-            },
-        }
+        report = _report(settings, started, history, held_out, result)
         write_json(out_tmp / "warmup.json", report)
         prompt.save(out_tmp / "agent-prompt.json")
         if observation is not None:
             observation.save(out_tmp / OBSERVATION_FILE)
     log(f"held-out: {json.dumps(report['held_out'] | {'variants': len(held_out)})}")
     return report
+
+
+class _DemonstrationBatches:
+    """Batches of demonstrations on train-split variants, drawn from one rng seeded by the
+    settings: the same settings give the same batches in the same order."""
+
+    def __init__(
+        self,
+        settings: WarmupSettings,
+        prompt: AgentPrompt,
+        observation: AgentPrompt | None,
+        renderer: Any,
+        tokenizer: Any,
+    ) -> None:
+        self._settings = settings
+        self._prompt, self._observation = prompt, observation
+        self._renderer, self._tokenizer = renderer, tokenizer
+        self._rng = random.Random(settings.seed)
+        self._pool = V.all_variants("train", settings.families)
+
+    def next(self) -> list:
+        """``batch_size`` demonstrations: each a variant, its solution or a near miss, and for a
+        two-command family sometimes the look-up's shorter reply form in its history."""
+        batch = []
+        for _ in range(self._settings.batch_size):
+            variant = self._rng.choice(self._pool)
+            command = choose_command(variant, self._rng, self._settings.solution_share)
+            short = variant.lookup is not None and self._rng.random() < self._settings.short_history_share
+            batch.append(
+                demonstration(self._prompt, self._renderer, self._tokenizer, variant, command, self._observation, short)
+            )
+        return batch
+
+
+def _fit(client: Any, batches: _DemonstrationBatches, settings: WarmupSettings, log, started: float) -> list[dict]:
+    """``settings.steps`` supervised steps on fresh batches; returns each step's loss per
+    trained token, logging every 25th step and the last."""
+    import tinker
+
+    history: list[dict[str, float]] = []
+    for step in range(settings.steps):
+        batch = batches.next()
+        lr = _learning_rate(settings, step)
+        fwd = client.forward_backward(batch, "cross_entropy")
+        opt = client.optim_step(tinker.AdamParams(learning_rate=lr))
+        metrics = fwd.result().metrics
+        opt.result()
+        tokens = sum(sum(d.loss_fn_inputs["weights"].tolist()) for d in batch)
+        loss = metrics.get("loss:sum", 0.0) / max(tokens, 1)
+        history.append({"step": step, "loss": loss})
+        if step % 25 == 0 or step == settings.steps - 1:
+            log(
+                f"warmup step {step:4d}/{settings.steps}  loss/token {loss:.4f}  lr {lr:.2e}  "
+                f"{time.monotonic() - started:6.0f}s"
+            )
+    return history
+
+
+def _learning_rate(settings: WarmupSettings, step: int) -> float:
+    """Linear decay over the last quarter: the end of the run settles instead of jumping."""
+    tail = max(1, settings.steps // 4)
+    return settings.learning_rate * min(1.0, (settings.steps - step) / tail)
+
+
+def _report(
+    settings: WarmupSettings, started: float, history: list[dict], held_out: list[V.Variant], result: EvalResult
+) -> dict[str, Any]:
+    """warmup.json: the settings, the run's seconds, the last step's loss and the held-out figures."""
+    return {
+        "settings": asdict(settings),
+        "seconds": round(time.monotonic() - started, 1),
+        "final_loss": history[-1]["loss"] if history else None,
+        "held_out": {
+            "variants": [v.name for v in held_out],
+            **result.rates(),
+            "solution_by_family": {k: v[0] / v[1] for k, v in result.by_family.items()},
+        },
+    }
 
 
 def _resolved(client_or_future: Any) -> Any:
