@@ -15,6 +15,9 @@ Sizes: ``format_size`` in sentences (512 B, 1.5 KiB, 12 MiB, 3.2 GiB: two signif
 a message stays put while the exact count moves); ``format_bytes`` and ``format_count`` in table
 cells (at most five characters: 1.5K, 12.3M; 999, 1.2k).
 
+Values: ``format_value`` for a metric's value (at most 9 characters: 0.5312, 1.20e-06, 12.3k) and
+``format_reward`` for a reward (at most 5: 1, 0.33, -0.25, 1.2k).
+
 **Times of day: local time, with its zone.** A person at a terminal reads the clock on the wall,
 so every time of day shown to a person is the machine's local time, and says which zone it is
 in, so that a log copied to someone elsewhere (or read from a server in another zone) is not off
@@ -147,6 +150,31 @@ def _compact(n: float | None, base: int, units: tuple[str, ...]) -> str:
             sign = "-" if n < 0 and float(text) != 0 else ""
             return f"{sign}{text}{unit}"
     raise AssertionError("unreachable")
+
+
+def format_value(v: float | None) -> str:
+    """A metric's value in at most 9 characters (the metrics panel's column): 0.5312, 1.20e-06,
+    812, 12.3k."""
+    if v is None:
+        return NONE
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e4:
+        return format_count(v)
+    if a < 1e-3:
+        return f"{v:.2e}"
+    if a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.4g}"
+
+
+def format_reward(r: float) -> str:
+    """A reward in at most 5 characters: 1, 0, 0.5, 0.33, -0.25, 12.5, 1.2k."""
+    if abs(r) >= 10:
+        return format_count(r)
+    text = f"{r:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
 
 
 def format_size(n: float) -> str:

@@ -129,17 +129,12 @@ def status_text(log_path: Path, now: float | None = None) -> str:
     character; ``one_line`` keeps each item on its line)."""
     import time
 
+    from tbconsole.common.formatting import format_value
     from tbconsole.common.inert import one_line
     from tbconsole.record.enums import RunnerState
     from tbconsole.record.lease import read_lease
     from tbconsole.state.snapshot import restore
-    from tbconsole.ui.present.wording import (
-        exit_summary,
-        format_value,
-        progress_text,
-        severity_rank,
-        status_label,
-    )
+    from tbconsole.ui.present.wording import exit_summary, progress_text, severity_rank, status_label
 
     restored = restore(log_path, write_after=None)
     restored.reader.close()

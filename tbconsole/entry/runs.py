@@ -61,11 +61,10 @@ def run(args) -> int:
 
 
 def table(runs, now: float) -> str:
-    from tbconsole.common.formatting import format_age, format_bytes, format_timestamp
+    from tbconsole.common.formatting import format_age, format_bytes, format_timestamp, format_value
     from tbconsole.record.runfolder import RunFolder
     from tbconsole.runs.diskspace import run_size
     from tbconsole.runs.runlist import last_reward, steps_trained
-    from tbconsole.ui.present.wording import format_value
 
     rows = [COLUMNS]
     for i, info in enumerate(runs, 1):

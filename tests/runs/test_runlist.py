@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tbconsole.common.formatting import format_bytes
 from tbconsole.entry import runs
 from tbconsole.entry.usage import UsageError
 from tbconsole.runs.runlist import TAIL_BYTES, find_runs, list_runs, read_run, recent, remember
-from tbconsole.ui.present.wording import format_bytes
 
 from tests_support.paths import FIXTURES
 

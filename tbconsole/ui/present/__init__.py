@@ -2,7 +2,7 @@
 (and what ``tbconsole.ui.data`` read for a screen) to text and Rich renderables. Nothing here
 opens a file or holds a widget; screens and widgets call it.
 
-- ``wording``: labels, number formats, the header's step and progress, every help text;
+- ``wording``: labels, the header's step and progress, every help text;
 - ``sanitize``: untrusted text made inert (one line, no markup);
 - ``filters``: the trial grid's ``/`` filter;
 - ``plotmath``: sparklines, bars and bins;

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tbconsole.common.formatting import format_count, format_duration
+from tbconsole.common.formatting import format_count, format_duration, format_value
 from tbconsole.runs.compare import Comparison, Series, TaskTable, shown_setting, solve_rate
 from tbconsole.state import TaskStats
 from tbconsole.ui.present.plotmath import OVERLAP, overlay
 from tbconsole.ui.present.sanitize import one_line
-from tbconsole.ui.present.wording import format_value
 
 MARKS = ("●", "▲", "■", "◆")  # run 1..4: told apart without colour too
 OVERLAP_MARK = "✱"  # points of several runs in one cell

@@ -14,14 +14,13 @@ from typing import Protocol
 
 from rich.text import Text
 
-from tbconsole.common.formatting import format_seconds
+from tbconsole.common.formatting import format_seconds, format_value
 from tbconsole.record.capturefile import CaptureRecord
 from tbconsole.state import TrialState
 from tbconsole.ui.present.fit import GLUE, fit, glue_numbers, hang_text
 from tbconsole.ui.present.logprob_scale import escaped, logprob_text, prob_text
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.trained import Training
-from tbconsole.ui.present.wording import format_value
 
 
 class Tones(Protocol):

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tbconsole.common.formatting import format_value
 from tbconsole.state import RunState
-from tbconsole.ui.present.wording import format_value
 
 
 @dataclass(frozen=True)

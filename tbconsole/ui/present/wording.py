@@ -1,11 +1,11 @@
-"""How the console words a run's state: labels, number formats, the header's step and progress,
+"""How the console words a run's state: labels, the header's step and progress,
 and the help text behind every metric and counter (tooltips and the `?` screen read it here).
 
 Steps count from 0 everywhere (log lines, metrics, checkpoints, folders, the header): a count of
 steps is written as one ("3/20 trained"), never as a step number.
 
-Durations, counts and sizes are formatted by ``tbconsole.common.formatting`` (the one home for what
-people read); ``format_duration``, ``format_count`` and ``format_bytes`` are importable from here too.
+Durations, counts, sizes and values are formatted by ``tbconsole.common.formatting`` (the one home
+for what people read, ``format_*``), and imported from there.
 
 Whether the runner of an attached run is still alive is not an event: the console reads the
 runner's lease (``LeaseView``, None when nobody watches one) and the functions that word the
@@ -19,10 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from tbconsole.common.formatting import PROG, command_line
-from tbconsole.common.formatting import format_bytes as format_bytes
-from tbconsole.common.formatting import format_count as format_count
-from tbconsole.common.formatting import format_duration as format_duration
+from tbconsole.common.formatting import PROG, command_line, format_count, format_duration, format_value
 from tbconsole.record.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
 from tbconsole.record.lease import LeaseView
 from tbconsole.runs.runlist import last_reward, run_condition, steps_trained
@@ -362,31 +359,6 @@ def number_ranges(values: Iterable[int]) -> str:
         else:
             runs.append((v, v))
     return ", ".join(span_text(lo, hi) for lo, hi in runs)
-
-
-def format_value(v: float | None) -> str:
-    """A metric's value in at most 9 characters (the metrics panel's column): 0.5312, 1.20e-06,
-    812, 12.3k."""
-    if v is None:
-        return "–"
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 1e4:
-        return format_count(v)
-    if a < 1e-3:
-        return f"{v:.2e}"
-    if a >= 100:
-        return f"{v:.0f}"
-    return f"{v:.4g}"
-
-
-def format_reward(r: float) -> str:
-    """A reward in at most 5 characters: 1, 0, 0.5, 0.33, -0.25, 12.5, 1.2k."""
-    if abs(r) >= 10:
-        return format_count(r)
-    text = f"{r:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("", "-0") else text
 
 
 # -- groups with one reward -------------------------------------------------------------------

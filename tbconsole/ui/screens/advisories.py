@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from tbconsole.common.formatting import format_duration, format_value
 from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.state.model import Advisory
@@ -29,8 +30,6 @@ from tbconsole.ui.present.wording import (
     advisory_target,
     advisory_threshold,
     advisory_where,
-    format_duration,
-    format_value,
     severity_count_label,
     severity_mark,
     sorted_active,

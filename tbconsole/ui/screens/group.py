@@ -15,6 +15,7 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from tbconsole.common.formatting import format_count, format_reward
 from tbconsole.record.enums import PanelName
 from tbconsole.state import RunState
 from tbconsole.ui.data.captures import GroupCaptures
@@ -22,7 +23,7 @@ from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.present.group_compare import Action, Decode, GroupComparison, TrialColumn, compare_group
 from tbconsole.ui.present.sanitize import one_line, text
 from tbconsole.ui.present.token_text import TokenDecoder
-from tbconsole.ui.present.wording import counted_span, format_count, format_reward
+from tbconsole.ui.present.wording import counted_span
 from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

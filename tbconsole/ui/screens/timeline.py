@@ -20,11 +20,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
+from tbconsole.common.formatting import format_duration
 from tbconsole.record.enums import Share, SpanKind
 from tbconsole.state.timeline import Span, StepTimeline, TrialRow
 from tbconsole.ui.data.timeline import StepTimelines, timeline_files
 from tbconsole.ui.present.sanitize import one_line
-from tbconsole.ui.present.wording import PHASE_LABELS, TIMELINE_HELP, format_duration
+from tbconsole.ui.present.wording import PHASE_LABELS, TIMELINE_HELP
 from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
+from tbconsole.common.formatting import format_count, format_duration
 from tbconsole.harbor.harborview import harbor_view
 from tbconsole.record.capturefile import CaptureRecord
 from tbconsole.state import RunState, TrialState
@@ -36,7 +37,6 @@ from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.present.token_text import TokenDecoder
 from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
 from tbconsole.ui.present.trial_outputs import TrialFiles
-from tbconsole.ui.present.wording import format_count, format_duration
 from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
 from tbconsole.ui.widgets.footer import KeyFooter

@@ -7,9 +7,10 @@ from rich.console import Group
 from rich.text import Text
 
 from tbconsole.advisories import Thresholds
+from tbconsole.common.formatting import format_count
 from tbconsole.state import Counters, RunState
 from tbconsole.ui.present.sanitize import one_line
-from tbconsole.ui.present.wording import CAPTURE_HELP, format_count
+from tbconsole.ui.present.wording import CAPTURE_HELP
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 NUMS = ("req", "capt", "prompt", "out", "rej", "lost")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from tbconsole.common.formatting import format_count, format_duration
 from tbconsole.state import RunState
 from tbconsole.ui.present.plotmath import sparkline
 from tbconsole.ui.present.sanitize import one_line
-from tbconsole.ui.present.wording import GATEWAY_HELP, format_count, format_duration, probes_stopped
+from tbconsole.ui.present.wording import GATEWAY_HELP, probes_stopped
 from tbconsole.ui.widgets.base import Palette, Panel
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import getters
 from textual.widgets import Static
 
+from tbconsole.common.formatting import format_duration
 from tbconsole.record.enums import PanelName, RunnerState
 from tbconsole.record.lease import LeaseView
 from tbconsole.state import RunState
@@ -22,7 +23,6 @@ from tbconsole.ui.present.wording import (
     HEADER_HELP,
     SEVERITY_ORDER,
     advisory_where,
-    format_duration,
     progress_text,
     runner_over,
     severity_count_label,

@@ -9,8 +9,9 @@ from rich.text import Text
 from textual import events, getters
 from textual.widgets import Static
 
+from tbconsole.common.formatting import format_count
 from tbconsole.state import RunState
-from tbconsole.ui.present.wording import format_count, span_text
+from tbconsole.ui.present.wording import span_text
 from tbconsole.ui.widgets.base import palette_of
 from tbconsole.ui.widgets.host import WidgetHost
 

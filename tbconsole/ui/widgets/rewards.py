@@ -7,10 +7,11 @@ from collections import Counter
 from rich.console import Group
 from rich.text import Text
 
+from tbconsole.common.formatting import format_count
 from tbconsole.state import RunState, TaskStats, family_stats
 from tbconsole.ui.present.plotmath import bar, reward_bins, sparkline
 from tbconsole.ui.present.sanitize import one_line
-from tbconsole.ui.present.wording import UNIFORM_WORDS, advises_on, format_count, uniform_groups
+from tbconsole.ui.present.wording import UNIFORM_WORDS, advises_on, uniform_groups
 from tbconsole.ui.widgets.base import Palette, Panel, columns
 
 

@@ -6,20 +6,12 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 
-from tbconsole.common.formatting import format_cell_duration
+from tbconsole.common.formatting import format_cell_duration, format_count, format_reward, format_value
 from tbconsole.record.enums import TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
 from tbconsole.state.model import EvaluationState
 from tbconsole.ui.present.sanitize import one_line
-from tbconsole.ui.present.wording import (
-    PHASE_LABELS,
-    UNIFORM_FLAGS,
-    format_count,
-    format_reward,
-    format_value,
-    solved_reward,
-    uniform_kind,
-)
+from tbconsole.ui.present.wording import PHASE_LABELS, UNIFORM_FLAGS, solved_reward, uniform_kind
 from tbconsole.ui.widgets.base import Palette
 
 CELL_PADDING = 1  # blank columns on each side of every cell, as DataTable drew them

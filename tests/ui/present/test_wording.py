@@ -1,6 +1,6 @@
 """The console's words for durations, counts and metric rows."""
 
-from tbconsole.ui.present.wording import format_count, format_duration
+from tbconsole.common.formatting import format_count, format_duration
 
 
 def test_durations_and_counts():

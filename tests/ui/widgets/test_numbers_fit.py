@@ -13,11 +13,12 @@ from tbconsole.common.formatting import (
     format_bytes,
     format_count,
     format_duration,
+    format_reward,
+    format_value,
 )
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import ListSource
-from tbconsole.ui.present.wording import format_reward, format_value
 from tbconsole.ui.screens.main import PANELS
 from tbconsole.ui.widgets.base import columns
 from tbconsole.ui.widgets.header import RunHeader
