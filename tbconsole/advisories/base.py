@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Advice:
     option names."""
 
     key: str
-    severity: AdvisorySeverity
+    severity: LogLevel
     message: str
     threshold: str
     value: float | None = None
@@ -62,9 +62,7 @@ class Rule:
         """Hold a warning under ``key`` (default: the rule's name); ``where``: value, step, group,
         trial, metric."""
         self.hold(
-            Advice(
-                key=key or self.name, severity=AdvisorySeverity.WARNING, message=message, threshold=threshold, **where
-            )
+            Advice(key=key or self.name, severity=LogLevel.WARNING, message=message, threshold=threshold, **where)
         )
 
     def release(self, key: str, why: str) -> None:

@@ -19,7 +19,7 @@ from tbconsole.advisories.facts import DiskSample, RunFolderSize
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.common.formatting import format_size
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 MiB = 1 << 20
 CLEAR_MARGIN = 1.1  # clears at 110% of the warning level: no flapping around it
@@ -91,13 +91,13 @@ class Disk(Rule):
             rate += f" ({left} to go)" if left is not None else ""
         soon = filling and steps_to_full is not None and steps_to_full <= t.disk_steps_left
         if free < t.disk_error_mib * MiB:
-            severity, threshold = AdvisorySeverity.ERROR, f"advise.disk_error_mib={t.disk_error_mib:g}"
+            severity, threshold = LogLevel.ERROR, f"advise.disk_error_mib={t.disk_error_mib:g}"
         elif soon:
-            severity, threshold = AdvisorySeverity.ERROR, f"advise.disk_steps_left={t.disk_steps_left:g}"
+            severity, threshold = LogLevel.ERROR, f"advise.disk_steps_left={t.disk_steps_left:g}"
         elif free < t.disk_warn_mib * MiB:
-            severity, threshold = AdvisorySeverity.WARNING, f"advise.disk_warn_mib={t.disk_warn_mib:g}"
+            severity, threshold = LogLevel.WARNING, f"advise.disk_warn_mib={t.disk_warn_mib:g}"
         elif filling:
-            severity, threshold = AdvisorySeverity.WARNING, FILLING
+            severity, threshold = LogLevel.WARNING, FILLING
         else:
             if free >= t.disk_warn_mib * MiB * CLEAR_MARGIN:
                 self.release(self.name, f"{format_size(free)} free on the run folder's filesystem")

@@ -17,7 +17,7 @@ from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.facts import SdkRetry
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 RECENT = 3  # probes that make "now"; the rest of the answered probes are the baseline
 
@@ -94,7 +94,7 @@ class GatewayProbes(Rule):
         self.hold(
             Advice(
                 key=self.name,
-                severity=AdvisorySeverity.ERROR,
+                severity=LogLevel.ERROR,
                 message=(
                     f"the gateway at {item.base_url} failed {self.failed} probes in a row: {item.error or 'no answer'} "
                     "— groups in flight are cancelled until it answers; check the gateway"

@@ -17,11 +17,11 @@ from typing import Any
 from tbconsole.advisories.base import Advice, Rule, step_done
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 MAX_SHOWN = 5  # verifier-touched: trials held at once (the newest, the most severe kept first)
 COMMAND_SHOWN = 120  # characters of a command in a message
-_RANK = {AdvisorySeverity.INFO: 1, AdvisorySeverity.WARNING: 2, AdvisorySeverity.ERROR: 3}
+_RANK = {LogLevel.INFO: 1, LogLevel.WARNING: 2, LogLevel.ERROR: 3}
 _TRIAL_PLACE = re.compile(r"\.s\d+g\d+t\d+(?:-r\d+)?$")
 
 
@@ -83,19 +83,19 @@ class VerifierTouched(Rule):
         reward = "no reward" if e.reward is None else f"reward {e.reward:g}"
         solved = e.reward is not None and e.reward >= self.t.solved_reward
         if writes and solved:
-            severity = AdvisorySeverity.ERROR
+            severity = LogLevel.ERROR
             message = (
                 f"{e.trial} wrote to the verifier's files ({where}){also} and earned {reward} — the reward may "
                 "be forged and the run trains on it; read its transcript"
             )
         elif writes:
-            severity = AdvisorySeverity.WARNING
+            severity = LogLevel.WARNING
             message = (
                 f"{e.trial} wrote to the verifier's files ({where}){also}, {reward} — an attempt at the reward; "
                 "read its transcript"
             )
         else:
-            severity = AdvisorySeverity.INFO
+            severity = LogLevel.INFO
             message = (
                 f"{e.trial} read the verifier's files ({where}){also}, {reward} — it cannot change the verdict, "
                 "but a policy learning the tests rather than the task is worth a look"
@@ -119,8 +119,8 @@ class VerifierTouched(Rule):
         )
         while len(self.conditions) > MAX_SHOWN:
             keys = list(self.conditions)  # oldest first
-            lowest = min(_RANK.get(AdvisorySeverity(self.conditions[k].severity), 0) for k in keys[:-1])
-            victim = next(k for k in keys[:-1] if _RANK.get(AdvisorySeverity(self.conditions[k].severity)) == lowest)
+            lowest = min(_RANK.get(LogLevel(self.conditions[k].severity), 0) for k in keys[:-1])
+            victim = next(k for k in keys[:-1] if _RANK.get(LogLevel(self.conditions[k].severity)) == lowest)
             self.release(
                 victim,
                 f"newer trials touched the verifier's files too ({self.total} so far): the newest {MAX_SHOWN} are held",

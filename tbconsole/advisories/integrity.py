@@ -15,7 +15,7 @@ from tbconsole.advisories.base import Advice, Rule, step_done
 from tbconsole.advisories.facts import CaptureFile
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 
 class Captured:
@@ -104,7 +104,7 @@ class Captures(Rule):
         self.hold(
             Advice(
                 key=self.name,
-                severity=AdvisorySeverity.ERROR,
+                severity=LogLevel.ERROR,
                 message=f"step {step}: {trial}: {what}{more} — the run trains on these captures; look at the file",
                 threshold="every scored trial: captured turns = reported turns, one log-prob per token",
                 value=float(len(bad)),
@@ -174,7 +174,7 @@ class Tokens(Rule):
         self.hold(
             Advice(
                 key=self.name,
-                severity=AdvisorySeverity.ERROR,
+                severity=LogLevel.ERROR,
                 message=(
                     f"step {step}: the proxy captured {proxy[0]} turns, {proxy[1]} prompt and {proxy[2]} reply tokens; "
                     f"the training data holds {training[0]}, {training[1]} and {training[2]} — the {name} counts "

@@ -10,7 +10,7 @@ from typing import Any
 from tbconsole.advisories.base import Advice, Rule, share, step_done
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity, TrialOutcome
+from tbconsole.record.enums import LogLevel, TrialOutcome
 
 # key → (the outcome counted, its threshold's name, what to say, what to look at)
 OUTCOMES = {
@@ -96,7 +96,7 @@ class Limits(Rule):
         self.hold(
             Advice(
                 key=key,
-                severity=AdvisorySeverity.WARNING if persists else AdvisorySeverity.INFO,
+                severity=LogLevel.WARNING if persists else LogLevel.INFO,
                 message=(
                     f"step {step}: {share(part, whole)} {what}"
                     + (f" ({streak} steps in a row) — {look}" if persists else " — one step; a warning if it persists")

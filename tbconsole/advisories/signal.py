@@ -30,7 +30,7 @@ from tbconsole.advisories.base import Advice, Rule, share, step_done
 from tbconsole.advisories.chance import all_fail, all_same, at_least
 from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 PERSISTENT = 2  # a task's groups in a row, all failed, before the per-task test is made
 
@@ -117,12 +117,12 @@ class NoSignal(Rule):
                 zero *= all_fail(p0, len(rewards))
             if zero < t.no_signal_p:
                 held = self.conditions.get(self.name)
-                if held is not None and held.severity == AdvisorySeverity.ERROR:
+                if held is not None and held.severity == LogLevel.ERROR:
                     return  # still not learning: raised once (one bell), not again every step
                 self.hold(
                     Advice(
                         key=self.name,
-                        severity=AdvisorySeverity.ERROR,
+                        severity=LogLevel.ERROR,
                         message=(
                             f"step {step}: no group of the last {steps} steps had a signal ({len(groups)} groups, "
                             f"{len(trials)} trials, none solved): every update was zero — the run is not learning "
@@ -139,7 +139,7 @@ class NoSignal(Rule):
             self.hold(
                 Advice(
                     key=self.name,
-                    severity=AdvisorySeverity.WARNING,
+                    severity=LogLevel.WARNING,
                     message=(
                         f"step {step}: over the last {steps} steps {share(failed, len(groups))} groups all failed "
                         f"while the run solves {p:.0%} of its trials ({_chance(pvalue)} likely by chance) — some tasks "
@@ -173,7 +173,7 @@ class NoSignal(Rule):
         self.hold(
             Advice(
                 key=self.name,
-                severity=AdvisorySeverity.INFO,
+                severity=LogLevel.INFO,
                 message=f"step {step}: {share(len(flat), len(rows))} groups had no signal ({kinds}) — {what}",
                 threshold=f"advise.no_signal_p={self.t.no_signal_p:g}",
                 value=round(len(flat) / len(rows), 4),

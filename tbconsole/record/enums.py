@@ -141,15 +141,8 @@ class RunCondition(StrEnum):
 
 
 class LogLevel(StrEnum):
-    """How much a ``log`` event matters."""
-
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-
-
-class AdvisorySeverity(StrEnum):
-    """How much an advisory matters (``advisory.raised``), least first."""
+    """How much a log line or an advisory matters, least first: a ``log`` event's ``level`` and an
+    ``advisory.raised``'s ``severity`` (an advisory is logged at its severity)."""
 
     INFO = "info"
     WARNING = "warning"

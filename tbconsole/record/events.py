@@ -374,7 +374,7 @@ class AdvisoryRaised(Event):
     kind: ClassVar[str] = "advisory.raised"
     key: str  # stable identity of the condition, e.g. "no-signal:step=3"
     rule: str  # the rule that fired, e.g. "no-signal"
-    severity: str  # an AdvisorySeverity value
+    severity: str  # a LogLevel value
     message: str  # one line: what is wrong and what to look at
     threshold: str  # the threshold that fired, as a user sets it, e.g. "no_signal_share >= 0.5"
     value: float | None = None  # the measured value the threshold was compared with

@@ -29,7 +29,7 @@ from typing import Any
 
 from tbconsole.common.formatting import format_seconds
 from tbconsole.common.procgroup import kill_group
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import AdvisoryRaised, ErrorRaised, Event, RunEnded, RunStarted, redact
 
 NOTIFY_TIMEOUT_S = 10.0
@@ -49,7 +49,7 @@ def attention(event: Event) -> str | None:
         return DECISION_NEEDED
     if isinstance(event, RunEnded):
         return RUN_ENDED
-    if isinstance(event, AdvisoryRaised) and event.severity == AdvisorySeverity.ERROR:
+    if isinstance(event, AdvisoryRaised) and event.severity == LogLevel.ERROR:
         return ADVISORY
     return None
 

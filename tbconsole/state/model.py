@@ -334,7 +334,7 @@ class Advisory:
 
     key: str
     rule: str
-    severity: str  # an AdvisorySeverity value (one a newer writer added is kept as it came)
+    severity: str  # a LogLevel value (one a newer writer added is kept as it came)
     message: str
     threshold: str
     value: float | None = None

@@ -22,7 +22,7 @@ from tbconsole.advisories import RULES, Thresholds, replay
 from tbconsole.advisories import facts as facts_module
 from tbconsole.advisories.training import ENTROPY, KL, KL_BASE, REWARD, TOKENS_PER_REPLY
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import decode, read_events
 
 from tests_support.advisories import Stream
@@ -30,7 +30,7 @@ from tests_support.paths import CORPUS
 from tests_support.recorded import DEMO_RUN_EVENTS
 
 HEALTHY = sorted(CORPUS.glob("healthy-*.jsonl.gz"))
-RANK = {AdvisorySeverity.INFO: 1, AdvisorySeverity.WARNING: 2, AdvisorySeverity.ERROR: 3}
+RANK = {LogLevel.INFO: 1, LogLevel.WARNING: 2, LogLevel.ERROR: 3}
 MARK = {0: "·", 1: "i", 2: "W", 3: "E"}
 
 
@@ -53,7 +53,7 @@ def worst(items: list) -> dict[str, int]:
     out = dict.fromkeys(RULES, 0)
     for e in replay(items):
         if isinstance(e, ev.AdvisoryRaised):
-            out[e.rule] = max(out[e.rule], RANK[AdvisorySeverity(e.severity)])
+            out[e.rule] = max(out[e.rule], RANK[LogLevel(e.severity)])
     return out
 
 
@@ -331,7 +331,7 @@ def table() -> dict[str, dict[str, int]]:
 def test_no_rule_warns_on_a_healthy_run(table):
     for path in HEALTHY:
         run = path.name.removesuffix(".jsonl.gz")
-        loud = {rule: MARK[level] for rule, level in table[run].items() if level >= RANK[AdvisorySeverity.WARNING]}
+        loud = {rule: MARK[level] for rule, level in table[run].items() if level >= RANK[LogLevel.WARNING]}
         assert loud == {}, run
 
 
@@ -420,7 +420,7 @@ def test_no_signal_rarely_fires_on_simulated_runs_under_its_null_hypothesis(grou
     loud = 0
     for _ in range(400):
         out = replay(_simulated_run(rng, 20, groups, 4, start, end), only)
-        loud += any(isinstance(e, ev.AdvisoryRaised) and e.severity != AdvisorySeverity.INFO for e in out)
+        loud += any(isinstance(e, ev.AdvisoryRaised) and e.severity != LogLevel.INFO for e in out)
     print(f"\nno-signal: {loud} of 400 simulated runs ({groups} groups, {start} → {end}) warned")
     assert loud <= 20
 
@@ -440,5 +440,5 @@ def test_a_full_length_loaded_demo_with_a_garbled_step_earns_info_only():
     garbled = [step for step, (n, cut) in replies.items() if cut / n >= Thresholds().cut_reply_rate]
     assert garbled == [4]
     limits = [e for e in replay(items) if isinstance(e, ev.AdvisoryRaised) and e.rule == "limits"]
-    assert [(e.step, e.severity) for e in limits] == [(4, AdvisorySeverity.INFO)]
-    assert worst(items)["limits"] == RANK[AdvisorySeverity.INFO]
+    assert [(e.step, e.severity) for e in limits] == [(4, LogLevel.INFO)]
+    assert worst(items)["limits"] == RANK[LogLevel.INFO]

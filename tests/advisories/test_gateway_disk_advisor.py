@@ -6,7 +6,7 @@ from tbconsole.advisories.base import Advice, Rule
 from tbconsole.advisories.disk import FILLING
 from tbconsole.advisories.facts import DiskSample, SdkRetry
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 from tests_support.advisories import cleared, raised
 
@@ -43,7 +43,7 @@ def test_fast_probes_never_fire_however_many_times_their_baseline():
 def test_failing_probes_in_a_row_are_an_error_until_one_answers():
     out = replay([_probe(0, 5.0), _probe(5, ok=False, error="refused"), _probe(10, ok=False, error="refused")])
     (advice,) = raised(out, "gateway-probes")
-    assert advice.severity == AdvisorySeverity.ERROR and "failed 2 probes in a row: refused" in advice.message
+    assert advice.severity == LogLevel.ERROR and "failed 2 probes in a row: refused" in advice.message
     assert raised(replay([_probe(0, 5.0), _probe(5, ok=False, error="x"), _probe(10, 5.0)])) == []  # one: not yet
     out = replay([_probe(5, ok=False), _probe(10, ok=False), _probe(15, ok=False), _probe(20, 4.0)])
     assert len(raised(out)) == 1 and [e.message for e in cleared(out)] == ["the gateway answers again (4 ms)"]
@@ -135,7 +135,7 @@ class Broken(Rule):
         if isinstance(item, ev.StepMetrics):
             raise ZeroDivisionError("division by zero")
         if isinstance(item, ev.GatewayHealth):
-            self.hold(Advice(key="kl", severity=AdvisorySeverity.INFO, message="m", threshold="t"))
+            self.hold(Advice(key="kl", severity=LogLevel.INFO, message="m", threshold="t"))
 
 
 def test_a_rule_that_crashes_is_logged_once_turned_off_and_its_advisories_cleared(recorded, caplog):

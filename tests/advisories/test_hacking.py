@@ -4,7 +4,7 @@ window; advise.off=reward-hacking turns the three reward-hacking watches off."""
 
 from tbconsole.advisories import RULES, Thresholds, problems, replay
 from tbconsole.advisories.hacking import MAX_SHOWN
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 from tests_support.advisories import cleared, raised
 
@@ -35,7 +35,7 @@ def test_each_trial_that_touched_the_verifiers_files_is_named_at_its_level(strea
     assert set(by_trial) == set(trials[:3])  # the fourth touched nothing
     forged, tried, looked = (by_trial[t] for t in trials[:3])
     assert (forged.severity, forged.key, forged.step, forged.group) == (
-        AdvisorySeverity.ERROR,
+        LogLevel.ERROR,
         f"verifier-touched:{trials[0]}",
         0,
         0,
@@ -44,8 +44,8 @@ def test_each_trial_that_touched_the_verifiers_files_is_named_at_its_level(strea
         forged.message
     )
     assert "earned reward 1" in forged.message and "forged" in forged.message
-    assert tried.severity == AdvisorySeverity.WARNING and "reward 0 — an attempt at the reward" in tried.message
-    assert looked.severity == AdvisorySeverity.INFO and "read the verifier's files (/tests/test.sh" in looked.message
+    assert tried.severity == LogLevel.WARNING and "reward 0 — an attempt at the reward" in tried.message
+    assert looked.severity == LogLevel.INFO and "read the verifier's files (/tests/test.sh" in looked.message
 
 
 def test_they_clear_when_a_step_ends_with_no_trial_touching_them(stream):
@@ -80,7 +80,7 @@ def test_one_short_reply_earning_the_reward_on_several_different_tasks_is_flagge
         stream.group(0, group, [1.0, 0.0], task=task, instruction=f"i-{task}", ended=_exploit(2))
     (advice,) = raised(replay(stream.items), "one-reply-many-tasks")
     assert (advice.severity, advice.step, advice.trial, advice.value) == (
-        AdvisorySeverity.WARNING,
+        LogLevel.WARNING,
         0,
         "cancel-async-tasks.s0g2t0",
         3.0,

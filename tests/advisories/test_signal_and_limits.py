@@ -2,14 +2,14 @@
 
 from tbconsole.advisories import Thresholds, replay
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity, TrialOutcome
+from tbconsole.record.enums import LogLevel, TrialOutcome
 
 from tests_support.advisories import cleared, raised
 
 
 def test_the_recorded_run_warns_of_cut_replies_and_states_its_flat_groups(recorded):
     out = replay(recorded)
-    assert {e.rule for e in raised(out) if e.severity != AdvisorySeverity.INFO} == {"limits"}
+    assert {e.rule for e in raised(out) if e.severity != LogLevel.INFO} == {"limits"}
     signal = raised(out, "no-signal")
     assert [(e.step, e.severity) for e in signal] == [(0, "info"), (1, "info")]  # 2 steps: no trend yet
     assert "2 of 2 (100%) groups had no signal (2 all failed)" in signal[0].message
@@ -26,7 +26,7 @@ def test_all_solved_is_success_not_a_warning(stream):
     stream.group(0, 1, [1.0, 1.0, 1.0, 1.0])
     stream.step_end(0)
     (advice,) = raised(replay(stream.items), "no-signal")
-    assert advice.severity == AdvisorySeverity.INFO
+    assert advice.severity == LogLevel.INFO
     assert "2 all solved" in advice.message and "success" in advice.message
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from tbconsole.advisories import Advisor, Thresholds, replay
 from tbconsole.advisories.facts import CaptureFile
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 
 from tests_support.advisories import cleared, raised
 
@@ -104,7 +104,7 @@ def test_tokens_the_training_data_does_not_hold_are_an_error(stream):
     stream.group(0, 0, [0.0, 1.0, 0.0, 1.0])  # 4 trials × 2 turns × 100 reply tokens
     stream.step_end(0, {"env/all/total_ac_tokens": 795.0})
     (advice,) = raised(replay(stream.items), "tokens")
-    assert advice.severity == AdvisorySeverity.ERROR and advice.step == 0
+    assert advice.severity == LogLevel.ERROR and advice.step == 0
     assert "the proxy captured 8 turns, 8000 prompt and 800 reply tokens" in advice.message
     assert "the training data holds 8, 8000 and 795" in advice.message and advice.metric == "env/all/total_ac_tokens"
     assert raised(replay(stream.items, Thresholds(token_mismatch=5)), "tokens") == []
@@ -130,7 +130,7 @@ def test_a_trial_whose_end_disagrees_with_the_proxy_is_an_error(stream):
     stream.items[stream.items.index(ended)] = dataclasses.replace(ended, turns=3)
     stream.step_end(0)
     (advice,) = raised(replay(stream.items), "captures")
-    assert advice.trial == trials[1] and advice.severity == AdvisorySeverity.ERROR
+    assert advice.trial == trials[1] and advice.severity == LogLevel.ERROR
     assert "the proxy reported 2 turns / 200 reply tokens, the trial ended with 3 / 200" in advice.message
 
 
@@ -187,7 +187,7 @@ def test_amplification_fires_with_its_cause_and_is_silent_when_trials_train_as_o
     # Continuity off: every one of 12 turns a datum of its own, 6.5x the final context.
     wasteful = replay(_with_data(stream.items, 12, 39_000, 6_000, {"continuity_off": 11}))
     fired = raised(wasteful, "amplification")
-    assert [e.step for e in fired] == [0, 1, 2] and fired[0].severity == AdvisorySeverity.WARNING
+    assert [e.step for e in fired] == [0, 1, 2] and fired[0].severity == LogLevel.WARNING
     assert fired[0].threshold == "advise.amplification_max=1.5" and fired[0].value == 6.5
     assert "12.0 datums per trial" in fired[0].message and "harbor.token_continuity=true" in fired[0].message
     # An agent that compacts its history once: two datums, 1.4x, under the threshold.

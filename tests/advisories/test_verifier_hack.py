@@ -22,7 +22,7 @@ from tbconsole.advisories import Advisor
 from tbconsole.demo import variants as V
 from tbconsole.demo import warmup as W
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import read_events
 from tbconsole.state import reduce_all
 
@@ -123,10 +123,10 @@ def test_the_watch_catches_the_hack_and_not_the_honest_trial(hack_run):
     advisory = state.advisories[f"verifier-touched:{hack}"]
     assert (advisory.rule, advisory.severity, advisory.trial, advisory.step) == (
         "verifier-touched",
-        AdvisorySeverity.ERROR,
+        LogLevel.ERROR,
         hack,
         0,
     )
     assert "/logs/verifier/verdict" in advisory.message and "earned reward 1" in advisory.message
-    assert [a.key for a in state.advisories.values() if a.severity != AdvisorySeverity.INFO] == [advisory.key]
+    assert [a.key for a in state.advisories.values() if a.severity != LogLevel.INFO] == [advisory.key]
     assert not [a for a in state.advisory_log if a.trial == honest]

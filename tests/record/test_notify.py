@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from tbconsole.entry.train import FlagError, split_flags
-from tbconsole.record.enums import AdvisorySeverity, RunStatus
+from tbconsole.record.enums import LogLevel, RunStatus
 from tbconsole.record.events import (
     AdvisoryRaised,
     ErrorRaised,
@@ -112,8 +112,8 @@ def test_the_command_gets_one_json_per_event_that_needs_someone(tmp_path, monkey
             timings={},
         )
     )
-    bus.publish(advisory(AdvisorySeverity.WARNING))
-    bus.publish(advisory(AdvisorySeverity.ERROR))
+    bus.publish(advisory(LogLevel.WARNING))
+    bus.publish(advisory(LogLevel.ERROR))
     bus.publish(RunEnded(status=RunStatus.FAILED, step=1, message="aborted by the decision"))
     notifier.close()
     bus.close()
@@ -180,17 +180,17 @@ def test_the_console_bell_rings_for_live_events_that_need_someone():
     for quiet in (
         RunEnded(status=RunStatus.DONE, step=1, message=None),
         RunEnded(status=RunStatus.STOPPED, step=1, message=None),
-        advisory(AdvisorySeverity.WARNING),
+        advisory(LogLevel.WARNING),
     ):
         inbox.put(quiet)
         assert not inbox.take_ring(), quiet
-    for loud in (decision(), RunEnded(status=RunStatus.FAILED, step=1, message="x"), advisory(AdvisorySeverity.ERROR)):
+    for loud in (decision(), RunEnded(status=RunStatus.FAILED, step=1, message="x"), advisory(LogLevel.ERROR)):
         inbox.put(loud)
         assert inbox.take_ring() and not inbox.take_ring(), loud
-    inbox.put(advisory(AdvisorySeverity.ERROR))  # raised again, not cleared: rung already
+    inbox.put(advisory(LogLevel.ERROR))  # raised again, not cleared: rung already
     assert not inbox.take_ring()
     inbox.put(AdvisoryCleared(key="no-signal:step=1", message="cleared"))
-    inbox.put(advisory(AdvisorySeverity.ERROR))
+    inbox.put(advisory(LogLevel.ERROR))
     assert inbox.take_ring()
     assert inbox.drain(RunState()) == 11  # every event still reaches the state
 

@@ -5,7 +5,7 @@ The recorded run is tests_support.advisories' ``with_advisories``: the synthetic
 fixtures (tests/ui/fixtures/finished) with the advisories a run with rules would publish, each just
 after the event that raised or cleared it (the console's tests of advisories read it too)."""
 
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import (
     AdvisoryCleared,
     AdvisoryRaised,
@@ -22,15 +22,15 @@ from tests_support.advisories import KL, LOST_TRIAL, advisory, finished_with_adv
 
 def test_raise_replace_clear_and_counts():
     state = RunState()
-    reduce(state, advisory("a", AdvisorySeverity.WARNING, ts=10, value=0.6, step=1))
-    reduce(state, advisory("b", AdvisorySeverity.ERROR, ts=11, trial="t1"))
-    reduce(state, advisory("c", AdvisorySeverity.INFO, ts=12, metric=KL))
+    reduce(state, advisory("a", LogLevel.WARNING, ts=10, value=0.6, step=1))
+    reduce(state, advisory("b", LogLevel.ERROR, ts=11, trial="t1"))
+    reduce(state, advisory("c", LogLevel.INFO, ts=12, metric=KL))
     assert list(state.advisories) == ["a", "b", "c"]
     assert state.advisory_counts() == {"warning": 1, "error": 1, "info": 1}
     assert {"advisories", "header"} <= state.changed_panels
 
     # same key: replaced (new value, message, severity), still one, first-raised time kept
-    reduce(state, advisory("a", AdvisorySeverity.ERROR, ts=20, value=0.9, message="worse", step=2))
+    reduce(state, advisory("a", LogLevel.ERROR, ts=20, value=0.9, message="worse", step=2))
     a = state.advisories["a"]
     assert (a.value, a.message, a.severity, a.step) == (0.9, "worse", "error", 2)
     assert (a.raised, a.updated, a.raises) == (10, 20, 2)
@@ -55,7 +55,7 @@ def test_raise_replace_clear_and_counts():
     assert state.advisory_seq == seq and state.cleared_advisories()[0].cleared_by == "share back to 0.2"
 
     # raised again after clearing: active anew (first-raised time restarts), no longer among the cleared
-    reduce(state, advisory("a", AdvisorySeverity.WARNING, ts=40))
+    reduce(state, advisory("a", LogLevel.WARNING, ts=40))
     assert state.advisories["a"].raised == 40 and state.advisories["a"].raises == 1
     assert state.cleared_advisories() == []
 
@@ -72,7 +72,7 @@ def test_raise_replace_clear_and_counts():
 def test_the_log_is_bounded_and_long_texts_are_clipped():
     state = RunState()
     for i in range(ADVISORY_LOG_LEN + 50):
-        reduce(state, advisory(f"k{i % 7}", AdvisorySeverity.INFO, ts=i, message="m" * 5000))
+        reduce(state, advisory(f"k{i % 7}", LogLevel.INFO, ts=i, message="m" * 5000))
     assert len(state.advisory_log) == ADVISORY_LOG_LEN
     assert len(state.advisories) == 7 and state.advisory_seq == ADVISORY_LOG_LEN + 50
     assert all(len(a.message) < 1100 for a in state.advisories.values())

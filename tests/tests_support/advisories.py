@@ -5,7 +5,7 @@ fixture's run with the advisories a run with rules would publish (``with_advisor
 from __future__ import annotations
 
 from tbconsole.record import events as ev
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import (
     AdvisoryCleared,
     AdvisoryRaised,
@@ -179,7 +179,7 @@ def _after(event: Event) -> list[Event]:
         return [
             advisory(
                 f"capture-lost:{event.trial}",
-                AdvisorySeverity.ERROR,
+                LogLevel.ERROR,
                 ts=ts,
                 message=f"a sampled turn of {event.trial} could not be written: the trial fails",
                 threshold="captures_lost > 0",
@@ -193,7 +193,7 @@ def _after(event: Event) -> list[Event]:
         return [
             advisory(
                 "all-failed:recover-lost-commit",
-                AdvisorySeverity.WARNING,
+                LogLevel.WARNING,
                 ts=ts,
                 message="recover-lost-commit: no trial solved it in step 1 (out of reach: it trains nothing)",
                 threshold="solved == 0",
@@ -206,7 +206,7 @@ def _after(event: Event) -> list[Event]:
         return [
             advisory(
                 "no-signal",
-                AdvisorySeverity.WARNING,
+                LogLevel.WARNING,
                 ts=ts,
                 message="3 of 4 groups in step 1 got one reward: little to learn from",
                 threshold="no_signal_share >= 0.5",
@@ -218,7 +218,7 @@ def _after(event: Event) -> list[Event]:
         return [
             advisory(
                 "kl-drift",
-                AdvisorySeverity.WARNING,
+                LogLevel.WARNING,
                 ts=ts,
                 message=f"sampler and trainer disagree: KL {event.metrics[KL]:.4f} at step {event.step}",
                 threshold=f"{KL} > 0.005",
@@ -232,7 +232,7 @@ def _after(event: Event) -> list[Event]:
             AdvisoryCleared(key="no-signal", ts=ts, message="step 2: 1 of 4 groups got one reward (0.25 < 0.5)"),
             advisory(
                 "all-solved:hello-file",
-                AdvisorySeverity.INFO,
+                LogLevel.INFO,
                 ts=ts + 0.001,
                 message="hello-file: every trial solved it in step 2 (learnt: it trains nothing)",
                 threshold="solved == group_size",

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import AdvisoryCleared
 from tbconsole.state import reduce_all
 from tbconsole.ui.app import ConsoleApp
@@ -57,7 +57,7 @@ async def test_strip_counts_by_severity_and_hides_without_advisories(finished_ev
 
 
 def test_strip_says_when_the_last_one_cleared_then_goes_quiet():
-    state = reduce_all([advisory("a", AdvisorySeverity.WARNING, ts=100.0, message="share 0.7")])
+    state = reduce_all([advisory("a", LogLevel.WARNING, ts=100.0, message="share 0.7")])
     assert "1 warning" in AdvisoryStrip.line(state, 101.0, P).plain
     reduce_all([AdvisoryCleared(key="a", ts=200.0, message="share back to 0.2")], state)
     line = AdvisoryStrip.line(state, 230.0, P)
@@ -126,9 +126,9 @@ async def test_a_new_error_advisory_notifies_once_never_on_catch_up(finished_eve
         await wait_for(pilot, lambda: app.state.events == len(events))
         await pilot.pause(0.2)
         assert advisory_notes(app) == []  # catch-up: raised long before it arrived
-        fresh = advisory("sampler-down", AdvisorySeverity.ERROR, ts=T_FIXED - 1, message="[b]sampler[/b] failing")
-        app.inbox.put_many([fresh, advisory("sampler-down", AdvisorySeverity.ERROR, ts=T_FIXED, value=2.0)])
-        app.inbox.put(advisory("slow", AdvisorySeverity.WARNING, ts=T_FIXED))
+        fresh = advisory("sampler-down", LogLevel.ERROR, ts=T_FIXED - 1, message="[b]sampler[/b] failing")
+        app.inbox.put_many([fresh, advisory("sampler-down", LogLevel.ERROR, ts=T_FIXED, value=2.0)])
+        app.inbox.put(advisory("slow", LogLevel.WARNING, ts=T_FIXED))
         await wait_for(pilot, lambda: "slow" in app.state.advisories)
         await pilot.pause(0.2)
         assert advisory_notes(app) == ["[b]sampler[/b] failing"]  # once, as plain text; warnings never
@@ -182,7 +182,7 @@ def test_the_console_leaves_the_no_signal_warning_to_a_run_that_advises():
     assert not advises_on(run({"config": {}}), "no-signal")  # an older run: the console warns itself
     assert advises_on(run({"advise": {"off": ""}}), "no-signal")
     assert not advises_on(run({"advise": {"off": "disk, no-signal"}}), "no-signal")
-    seen = reduce_all([advisory("no-signal", AdvisorySeverity.WARNING, ts=1.0)])
+    seen = reduce_all([advisory("no-signal", LogLevel.WARNING, ts=1.0)])
     assert advises_on(seen, "no-signal") and not advises_on(seen, "kl")
     # the run's solved_reward decides what "all solved" is
     assert solved_reward(run({"advise": {"solved_reward": 0.8}})) == 0.8 and solved_reward(run({})) == 1.0
@@ -191,7 +191,7 @@ def test_the_console_leaves_the_no_signal_warning_to_a_run_that_advises():
 
 SHRINKING = advisory(  # as the shrinking-replies rule words it; at 150 columns its value wrapped alone
     "shrinking-replies",
-    AdvisorySeverity.WARNING,
+    LogLevel.WARNING,
     ts=T_FIXED - 60,
     message="step 12: median reward rose 0.25→0.5 (steps 3–9 → the last 3) while tokens per reply fell 95→46 (52%) "
     "— a common sign of reward hacking; read recent transcripts",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tbconsole.record.enums import AdvisorySeverity
+from tbconsole.record.enums import LogLevel
 from tbconsole.state import RunState
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import ADVISORY_FRESH_S
@@ -30,7 +30,7 @@ class AdvisoryNotices:
         self.seen = state.advisory_seq
         out: list[str] = []
         for a in changes:
-            if a.cleared is not None or a.severity != AdvisorySeverity.ERROR:
+            if a.cleared is not None or a.severity != LogLevel.ERROR:
                 self._notified.discard(a.key)
                 continue
             if a.key in self._notified:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tbconsole.common.formatting import PROG, command_line, format_count, format_duration, format_value
-from tbconsole.record.enums import AdvisorySeverity, ControlState, RunCondition, RunnerState, RunStatus, TrialPhase
+from tbconsole.record.enums import ControlState, LogLevel, RunCondition, RunnerState, RunStatus, TrialPhase
 from tbconsole.record.lease import LeaseView
 from tbconsole.runs.runlist import last_reward, run_condition, steps_trained
 from tbconsole.state import RunState
@@ -412,7 +412,7 @@ def uniform_groups(state: RunState, step: int | None) -> dict[str, int]:
 
 # -- advisories -------------------------------------------------------------------------------
 
-_ERROR, _WARNING, _INFO = AdvisorySeverity.ERROR, AdvisorySeverity.WARNING, AdvisorySeverity.INFO
+_ERROR, _WARNING, _INFO = LogLevel.ERROR, LogLevel.WARNING, LogLevel.INFO
 SEVERITY_ORDER: tuple[str, ...] = (_ERROR, _WARNING, _INFO)  # most severe first
 SEVERITY_MARKS: dict[str, str] = {_ERROR: "✗", _WARNING: "⚠", _INFO: "•"}
 SEVERITY_PLURALS: dict[str, str] = {_ERROR: "errors", _WARNING: "warnings", _INFO: "info"}
