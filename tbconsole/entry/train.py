@@ -227,13 +227,7 @@ def run_train(
     if flags.runner:  # its own session: no terminal to lose, and nothing else may hang it up
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if flags.help:
-        from tbconsole.runner.options import help_text
-
-        try:
-            print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults), flush=True)
-        except BrokenPipeError:  # `tbconsole train --help | head`: the rest goes nowhere, quietly
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return _print_help(prog, extra_defaults)
     defaults = extra_defaults or {}
     try:
         preflight.check_command_line(keys, defaults, precheck)
@@ -245,23 +239,40 @@ def run_train(
 
     defer_wandb()  # before the cookbook: wandb is imported only by a run that logs to W&B
     from tbconsole.engine.registry import register_with_cookbook
-    from tbconsole.record.lease import Lease, LeaseHeld
 
     register_with_cookbook()  # local model names resolve like any other (tokenizer, renderer)
     try:
         parsed = _parse_and_check(keys, extra_defaults, check)
     except (OptionsError, preflight.PreflightError) as exc:
         return refuse(prog, exc)
-    log_path = Path(parsed.args.config.log_path)
     if "config.log_path" not in parsed.explicit:  # the demo's generated one: the runner and a resume need it
-        keys = [*keys, f"config.log_path={log_path}"]
+        keys = [*keys, f"config.log_path={Path(parsed.args.config.log_path)}"]
+    return _start(prog, command, keys, flags, parsed, materialize=materialize, prepare=prepare, announce=announce)
+
+
+def _print_help(prog: str, extra_defaults: dict | None) -> int:
+    """The usage text and every option with its default (the demo's where it has its own)."""
+    from tbconsole.runner.options import help_text
+
+    try:
+        print(USAGE.replace("tbconsole train", prog) + help_text(extra_defaults), flush=True)
+    except BrokenPipeError:  # `tbconsole train --help | head`: the rest goes nowhere, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _start(prog: str, command: str, keys: list[str], flags: RunFlags, parsed, *, materialize, prepare, announce) -> int:
+    """Every check has passed: from here on the run folder is written. The run goes to a detached
+    runner (with or without the console) or runs in this process."""
+    from tbconsole.record.lease import Lease, LeaseHeld
+
+    log_path = Path(parsed.args.config.log_path)
     console, notice = choose_console(
         prog, log_path, headless=flags.headless or flags.detach or flags.runner, stdin=sys.stdin, stdout=sys.stdout
     )
     elsewhere = console or flags.detach  # the runner is another process
     # The runner holds the folder from before its first write; a process that only starts one
-    # just makes sure the folder is free before it writes there. Every check has passed: from
-    # here on the folder is written.
+    # just makes sure the folder is free before it writes there.
     lease = Lease(log_path, [*prog.split(), *keys, *flags.for_runner()])
     existed = log_path.exists()
     try:
@@ -285,17 +296,23 @@ def run_train(
             return run.detached(command, [*keys, *flags.for_runner()], log_path, console=console, theme=flags.theme)
         if notice:
             print(notice, file=sys.stderr)
-        # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not
-        # print a traceback per line: the bus reports the disk once and stops the run.
-        logging.raiseExceptions = False
-        default_timeout = DETACHED_DECISION_TIMEOUT if flags.runner else 0
-        decision_timeout = default_timeout if flags.decision_timeout is None else flags.decision_timeout
-        code = run.headless(parsed, prepare, decision_timeout=decision_timeout, detached=flags.runner, prog=prog)
-        if flags.runner:  # nobody waits for this process: its log says how it ended
-            print(f"runner exit status {code}")
-        return code
+        return _run_here(prog, flags, parsed, prepare)
     finally:
         lease.release()  # nothing to do when it was never taken
+
+
+def _run_here(prog: str, flags: RunFlags, parsed, prepare) -> int:
+    """The run in this process, which holds the folder's lease: --headless, no terminal, or the
+    detached runner itself."""
+    # A log handler that cannot write (Harbor's per-trial log files on a full disk) must not
+    # print a traceback per line: the bus reports the disk once and stops the run.
+    logging.raiseExceptions = False
+    default_timeout = DETACHED_DECISION_TIMEOUT if flags.runner else 0
+    decision_timeout = default_timeout if flags.decision_timeout is None else flags.decision_timeout
+    code = run.headless(parsed, prepare, decision_timeout=decision_timeout, detached=flags.runner, prog=prog)
+    if flags.runner:  # nobody waits for this process: its log says how it ended
+        print(f"runner exit status {code}")
+    return code
 
 
 def _refuse_if_held(log_path: Path) -> None:
