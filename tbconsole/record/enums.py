@@ -124,18 +124,17 @@ class RunnerState(StrEnum):
     """What the runner's lease on its run folder says (``tbconsole.record.lease``)."""
 
     LIVE = "live"  # a runner holds the folder and beats
-    GONE = "gone"  # the runner died without ending the run (kill -9, power loss, OOM)
+    DEAD = "dead"  # the runner died without ending the run (kill -9, power loss, OOM)
     ENDED = "ended"  # the runner ended the run and let go
     NONE = "none"  # no runner ever held this folder (an old run, or not a run folder)
 
 
 class RunCondition(StrEnum):
     """A run's state in one word (``tbconsole.runs.runlist``). Ended runs read as their ``RunStatus``
-    (done, stopped, …)."""
+    (done, stopped, …), a run whose runner died without ending it as ``RunnerState.DEAD``."""
 
     LIVE = "live"
     PAUSED = "paused"
-    DEAD = "dead"  # the runner died without ending the run
     ENDED = "ended"  # the runner ended, but the events do not say how
     UNKNOWN = "unknown"  # no run.ended and no lease: an old run, going on or not
 

@@ -70,7 +70,7 @@ class LeaseView:
         ago = self.seen_ago(now)
         if self.state is RunnerState.LIVE:
             return f"runner live ({pid})"
-        if self.state is RunnerState.GONE:
+        if self.state is RunnerState.DEAD:
             return f"runner gone ({pid}, last seen {format_age(ago)})" if ago is not None else f"runner gone ({pid})"
         if self.state is RunnerState.ENDED:
             return "runner ended"
@@ -104,7 +104,7 @@ def read_lease(log_path: str | Path, now: float | None = None) -> LeaseView:
         return LeaseView(RunnerState.ENDED, **fields)
     if not info:
         return LeaseView(RunnerState.NONE)
-    return LeaseView(RunnerState.GONE, **fields)
+    return LeaseView(RunnerState.DEAD, **fields)
 
 
 def _lock_held(path: Path) -> bool | None:

@@ -39,9 +39,9 @@ def run_condition(state: RunState, runner: LeaseView) -> str:
         return RunCondition.PAUSED if state.control == ControlState.PAUSED else RunCondition.LIVE
     if state.end_status is not None:
         return state.end_status
-    return {RunnerState.GONE: RunCondition.DEAD, RunnerState.ENDED: RunCondition.ENDED}.get(
-        runner.state, RunCondition.UNKNOWN
-    )
+    if runner.state is RunnerState.DEAD:
+        return RunnerState.DEAD
+    return RunCondition.ENDED if runner.state is RunnerState.ENDED else RunCondition.UNKNOWN
 
 
 def steps_trained(state: RunState) -> int:

@@ -29,7 +29,7 @@ def test_a_second_runner_is_refused_and_a_killed_one_reads_gone(tmp_path, hold_l
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     gone = read_lease(tmp_path)
-    assert gone.state is RunnerState.GONE and gone.pid == proc.pid
+    assert gone.state is RunnerState.DEAD and gone.pid == proc.pid
     assert gone.describe().startswith(f"runner gone (pid {proc.pid}, last seen")
     with Lease(tmp_path, ["tbconsole", "demo"]):  # the folder is free again: a resume takes it
         assert read_lease(tmp_path).state is RunnerState.LIVE
@@ -49,4 +49,4 @@ def test_the_beat_goes_on_and_another_hosts_runner_is_judged_by_it(tmp_path, mon
     info.update(host="elsewhere", ended=None, beat=time.time())
     (tmp_path / LEASE_FILE).write_text(json.dumps(info))
     assert read_lease(tmp_path).state is RunnerState.LIVE  # no lock to ask on another host: a fresh beat
-    assert read_lease(tmp_path, now=time.time() + 60).state is RunnerState.GONE
+    assert read_lease(tmp_path, now=time.time() + 60).state is RunnerState.DEAD

@@ -204,7 +204,7 @@ class ConsoleApp(RunControl, Navigation, Replaying):  # an App[int]: what the sc
         """Once a second: elapsed times move on even without events."""
         if self.run_going:
             self.state.mark_changed(PanelName.HEADER, PanelName.GATEWAY, PanelName.TRIALS)
-        elif self.runner is not None and self.runner.state is RunnerState.GONE:
+        elif self.runner is not None and self.runner.state is RunnerState.DEAD:
             self.state.mark_changed(PanelName.HEADER)  # "last seen N s ago" goes on counting
         # The drill-down screens are imported when first needed, off the first frame's path
         # (about 0.1 s of imports); this, a second after start, is usually that first time.

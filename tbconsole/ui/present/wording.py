@@ -48,7 +48,7 @@ STATUS_LABELS: dict[str, str] = {
     RunStatus.FAILED: "failed",
     RunStatus.STOPPED: "stopped",
     RunStatus.ABORTED: "aborted",
-    RunCondition.DEAD: "dead",
+    RunnerState.DEAD: "dead",
     RunCondition.ENDED: "ended",
 }
 
@@ -247,7 +247,7 @@ HELP_TABLES: tuple[tuple[str, list[tuple[str, str]]], ...] = (
 
 def runner_over(runner: LeaseView | None) -> bool:
     """The run's runner has died or ended: nothing moves any more and nothing can be controlled."""
-    return runner is not None and runner.state in (RunnerState.GONE, RunnerState.ENDED)
+    return runner is not None and runner.state in (RunnerState.DEAD, RunnerState.ENDED)
 
 
 def shown_status(state: RunState, runner: LeaseView | None = None) -> str:
@@ -268,7 +268,7 @@ def probes_stopped(state: RunState, runner: LeaseView | None = None) -> str | No
     if state.finished:
         return "run ended"
     if runner is not None and runner_over(runner):
-        return "runner gone" if runner.state is RunnerState.GONE else "runner ended"
+        return "runner gone" if runner.state is RunnerState.DEAD else "runner ended"
     return None
 
 
@@ -306,7 +306,7 @@ def exit_summary(state: RunState, runner: LeaseView, log_path: Path) -> str:
     """What the terminal shows when the console closes: the run, where it stands, and the
     command to come back to it (or to resume it, when nobody runs it any more)."""
     condition = run_condition(state, runner)
-    parts = [runner.describe() if condition == RunCondition.DEAD else condition]
+    parts = [runner.describe() if condition == RunnerState.DEAD else condition]
     parts.append(f"{steps_trained(state)}/{state.total_steps or '?'} trained")
     reward = last_reward(state)
     if reward is not None:

@@ -13,7 +13,7 @@ from textual.app import App
 from textual.color import Color
 from textual.widgets import Static
 
-from tbconsole.record.enums import ControlState, RunCondition, RunStatus
+from tbconsole.record.enums import ControlState, RunnerState, RunStatus
 from tbconsole.state import RunState
 from tbconsole.ui.widgets.host import WidgetHost
 
@@ -42,7 +42,7 @@ class Palette:
             ControlState.ABORTING: self.error,
             RunStatus.ABORTED: self.error,
             RunStatus.FAILED: self.error,
-            RunCondition.DEAD: self.error,
+            RunnerState.DEAD: self.error,
         }
         return colours.get(status, self.muted)
 

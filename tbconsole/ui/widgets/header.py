@@ -102,7 +102,7 @@ class RunHeader(Static):
     def news(state: RunState, runner: LeaseView | None, p: Palette) -> tuple[str, str]:
         """What the header says after the state badge (and its style): a runner gone, a decision
         to take, or how the run ended; "" for nothing."""
-        if runner is not None and runner.state is RunnerState.GONE and not state.finished:
+        if runner is not None and runner.state is RunnerState.DEAD and not state.finished:
             return one_line(runner.describe(), 200), f"bold {p.error}"
         if state.pending_decision is not None and not runner_over(runner):
             return "decision needed: press d", f"bold {p.error}"

@@ -138,7 +138,7 @@ def test_the_summary_of_a_finished_run_and_of_a_dead_one(finished_events, tmp_pa
     ]
     going = reduce_all(finished_events[:-2])
     dead = LeaseView(
-        RunnerState.GONE, pid=42, beat=time.time() - 14, command=("tbconsole", "demo", "config.log_path=x")
+        RunnerState.DEAD, pid=42, beat=time.time() - 14, command=("tbconsole", "demo", "config.log_path=x")
     )
     lines = exit_summary(going, dead, tmp_path).splitlines()
     assert lines[0].startswith(f"{tmp_path}: runner gone (pid 42, last seen 14s ago) · 3/3 trained")
