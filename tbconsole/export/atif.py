@@ -18,10 +18,13 @@ A trial without a captured model call has one system step that says so (ATIF nee
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tbconsole.common.formatting import format_iso_time
 from tbconsole.export.conversation import Message
+
+if TYPE_CHECKING:
+    from harbor.models.trajectories import Step
 
 NOTES = "Exported by tbconsole from the capture proxy's records of a training run."
 
@@ -55,86 +58,18 @@ def atif_trajectory(
     facts: dict[str, Any], messages: list[Message], *, agent: tuple[str, str], model_name: str | None, tokens: bool
 ) -> dict[str, Any]:
     """The trajectory as JSON-ready data (validated on the way: Harbor's models raise otherwise)."""
-    from harbor.models.trajectories import (
-        Agent,
-        FinalMetrics,
-        Metrics,
-        Observation,
-        ObservationResult,
-        Step,
-        ToolCall,
-        Trajectory,
-    )
+    from harbor.models.trajectories import Agent, FinalMetrics, Step, Trajectory
 
-    steps: list[Any] = []
+    steps: list[Step] = []
     replied = False
     for at, m in enumerate(messages):
-        copied = True if m.copied else None
         if m.role == "assistant":
             replied = True
-            sampled = m.sampled
-            metrics = None
-            extra: dict[str, Any] = {}
-            if sampled is not None:
-                metrics = Metrics(
-                    prompt_tokens=sampled.prompt_len,
-                    completion_tokens=len(sampled.output),
-                    completion_token_ids=list(sampled.output) if tokens else None,
-                    logprobs=list(sampled.logprobs) if tokens else None,
-                    extra={"turn": sampled.turn, "stop_reason": sampled.stop_reason},
-                )
-            if m.parse_error:
-                extra["parse_error"] = m.parse_error
-            if m.decoded:
-                extra["decoded"] = True
-            calls = [
-                ToolCall(tool_call_id=call_id, function_name=c.name, arguments=_arguments(c.arguments))
-                for call_id, c in zip(_call_ids(messages, at, len(steps) + 1), m.tool_calls, strict=True)
-            ]
-            steps.append(
-                Step(
-                    step_id=len(steps) + 1,
-                    timestamp=format_iso_time(sampled.started_at if sampled is not None else None),
-                    source="agent",
-                    message=m.content,
-                    reasoning_content=m.reasoning,
-                    tool_calls=calls or None,
-                    metrics=metrics,
-                    llm_call_count=1 if sampled is not None else None,
-                    is_copied_context=copied,
-                    extra=extra or None,
-                )
-            )
+            steps.append(_agent_step(messages, at, len(steps) + 1, tokens))
         elif m.role == "system" or not replied or steps[-1].source != "agent":
-            source = "system" if m.role == "system" else "user"
-            extra = {"role": m.role} if m.role not in ("system", "user") else {}
-            if m.decoded:
-                extra["decoded"] = True
-            steps.append(
-                Step(
-                    step_id=len(steps) + 1,
-                    source=source,
-                    message=m.content,
-                    is_copied_context=copied,
-                    extra=extra or None,
-                )
-            )
+            steps.append(_prompt_step(m, len(steps) + 1))
         else:
-            step = steps[-1]
-            known = {c.tool_call_id for c in step.tool_calls or ()}
-            result_extra: dict[str, Any] = {"role": m.role}
-            for key, value in (("name", m.name), ("copied", m.copied), ("decoded", m.decoded)):
-                if value:
-                    result_extra[key] = value
-            result = ObservationResult(
-                source_call_id=m.tool_call_id if m.tool_call_id in known else None,
-                content=m.content,
-                extra=result_extra,
-            )
-            if step.observation is None:
-                step.observation = Observation(results=[result])
-            else:
-                step.observation.results.append(result)
+            _observe(steps[-1], m)
     if not steps:
         steps.append(Step(step_id=1, source="system", message="(no model call of this trial was captured)"))
     sampled_turns = [m.sampled for m in messages if m.sampled is not None]
@@ -153,3 +88,80 @@ def atif_trajectory(
     )
     # Built field by field above; validated whole here (step ids, tool-call references).
     return Trajectory.model_validate(trajectory.model_dump()).to_json_dict()
+
+
+def _agent_step(messages: list[Message], at: int, step_id: int, tokens: bool) -> Step:
+    """The ``agent`` step of the reply at ``at``: its text, reasoning and tool calls, and as
+    sampled (where it was) its token counts, with ``tokens`` its token ids and logprobs too."""
+    from harbor.models.trajectories import Metrics, Step, ToolCall
+
+    m = messages[at]
+    sampled = m.sampled
+    metrics = None
+    if sampled is not None:
+        metrics = Metrics(
+            prompt_tokens=sampled.prompt_len,
+            completion_tokens=len(sampled.output),
+            completion_token_ids=list(sampled.output) if tokens else None,
+            logprobs=list(sampled.logprobs) if tokens else None,
+            extra={"turn": sampled.turn, "stop_reason": sampled.stop_reason},
+        )
+    extra: dict[str, Any] = {}
+    if m.parse_error:
+        extra["parse_error"] = m.parse_error
+    if m.decoded:
+        extra["decoded"] = True
+    calls = [
+        ToolCall(tool_call_id=call_id, function_name=c.name, arguments=_arguments(c.arguments))
+        for call_id, c in zip(_call_ids(messages, at, step_id), m.tool_calls, strict=True)
+    ]
+    return Step(
+        step_id=step_id,
+        timestamp=format_iso_time(sampled.started_at if sampled is not None else None),
+        source="agent",
+        message=m.content,
+        reasoning_content=m.reasoning,
+        tool_calls=calls or None,
+        metrics=metrics,
+        llm_call_count=1 if sampled is not None else None,
+        is_copied_context=True if m.copied else None,
+        extra=extra or None,
+    )
+
+
+def _prompt_step(m: Message, step_id: int) -> Step:
+    """A ``system`` step for a system message, else a ``user`` step (a message before the first
+    reply, or one with no reply before it to observe); a role other than these is in ``extra``."""
+    from harbor.models.trajectories import Step
+
+    extra: dict[str, Any] = {"role": m.role} if m.role not in ("system", "user") else {}
+    if m.decoded:
+        extra["decoded"] = True
+    return Step(
+        step_id=step_id,
+        source="system" if m.role == "system" else "user",
+        message=m.content,
+        is_copied_context=True if m.copied else None,
+        extra=extra or None,
+    )
+
+
+def _observe(step: Step, m: Message) -> None:
+    """Adds what came back after the agent's reply (a tool result, an observation sent as a user
+    message) to that reply's step, linked to the tool call it answers where the step has it."""
+    from harbor.models.trajectories import Observation, ObservationResult
+
+    known = {c.tool_call_id for c in step.tool_calls or ()}
+    result_extra: dict[str, Any] = {"role": m.role}
+    for key, value in (("name", m.name), ("copied", m.copied), ("decoded", m.decoded)):
+        if value:
+            result_extra[key] = value
+    result = ObservationResult(
+        source_call_id=m.tool_call_id if m.tool_call_id in known else None,
+        content=m.content,
+        extra=result_extra,
+    )
+    if step.observation is None:
+        step.observation = Observation(results=[result])
+    else:
+        step.observation.results.append(result)
