@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbconsole.common.atomic import write_text
+from tbconsole.harbor.taskset import CONFIG_FILE, INSTRUCTION_FILE, SETUP_SCRIPT, SOLVE_SCRIPT, TEST_SCRIPT
 
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-task marker
 HELDOUT_SHARE = 5  # one variant in five is held out
@@ -331,19 +332,19 @@ def write_task(variant: Variant, dest: Path, folder: str | None = None) -> Path:
     is finished by the next call instead of being taken for a task."""
     spec = variant.spec
     final = dest / (folder or variant.name)
-    if (final / "task.toml").is_file():
+    if (final / CONFIG_FILE).is_file():
         return final
     files, expected = variant.files()
     scripts = {
-        "environment/setup.sh": _setup_sh(files),
-        "tests/test.sh": TEST_SH.format(answer=spec.answer, expected=expected),
-        "solution/solve.sh": "#!/bin/bash\n" + "\n".join(variant.steps(variant.solution)) + "\n",
+        SETUP_SCRIPT: _setup_sh(files),
+        TEST_SCRIPT: TEST_SH.format(answer=spec.answer, expected=expected),
+        SOLVE_SCRIPT: "#!/bin/bash\n" + "\n".join(variant.steps(variant.solution)) + "\n",
     }
-    write_text(final / "instruction.md", variant.instruction + "\n")
+    write_text(final / INSTRUCTION_FILE, variant.instruction + "\n")
     for rel, text in scripts.items():
         write_text(final / rel, text).chmod(0o755)
     write_text(
-        final / "task.toml",
+        final / CONFIG_FILE,
         TASK_TOML.format(
             name=variant.name,
             description=spec.description,

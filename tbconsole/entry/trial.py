@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tbconsole.entry.usage import UsageError
+from tbconsole.harbor.taskset import CONFIG_FILE
 
 
 def register(sub) -> None:
@@ -17,7 +18,7 @@ def register(sub) -> None:
         description="Run one Harbor trial of TASK_DIR and print outcome, reward, timings and "
         "the trial folder. Smoke-test a task or an agent before a training run.",
     )
-    p.add_argument("task_dir", type=Path, metavar="TASK_DIR", help="a Harbor task folder (with task.toml)")
+    p.add_argument("task_dir", type=Path, metavar="TASK_DIR", help=f"a Harbor task folder (with {CONFIG_FILE})")
     p.add_argument("--agent", help="Harbor agent name (default: oracle, or the trial config's)")
     p.add_argument(
         "--trial-config", type=Path, metavar="trial.json", help="a Harbor TrialConfig without 'task' (as for training)"
@@ -43,8 +44,8 @@ def run(args) -> int:
     from tbconsole.runner.single_trial import TrialConfigError, build_trial_config, load_trial_config, run_trial
 
     task_dir: Path = args.task_dir
-    if not (task_dir / "task.toml").is_file():
-        raise UsageError(f"{task_dir} is not a Harbor task folder (no task.toml in it).")
+    if not (task_dir / CONFIG_FILE).is_file():
+        raise UsageError(f"{task_dir} is not a Harbor task folder (no {CONFIG_FILE} in it).")
     substitutions = {k: v for k, v in (("proxy_url", args.proxy_url), ("proxy_api_key", args.proxy_api_key)) if v}
     try:
         raw = load_trial_config(args.trial_config, substitutions) if args.trial_config else None

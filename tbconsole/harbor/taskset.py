@@ -11,6 +11,16 @@ from pathlib import Path
 
 BUNDLED_TASKS_DIR = Path(__file__).parents[1] / "tasks"
 
+# A task folder's files as Harbor lays them out, named here once for every module that finds, reads
+# or writes one (the demo's variants are written with them). Relative to the task folder.
+CONFIG_FILE = "task.toml"  # a folder is a task once it holds one (``discover``)
+INSTRUCTION_FILE = "instruction.md"
+TESTS_DIR = "tests"
+TEST_SCRIPT = f"{TESTS_DIR}/test.sh"  # the verifier runs it
+SOLVE_SCRIPT = "solution/solve.sh"  # the oracle agent runs it
+SETUP_SCRIPT = "environment/setup.sh"  # the local sandbox runs it to prepare the task on the host root
+DOCKERFILE = "environment/Dockerfile"
+
 
 class TaskSetError(ValueError):
     """The tasks dir is unusable; the message says why."""
@@ -39,7 +49,7 @@ class TaskInfo:
     @property
     def local_note(self) -> str:
         if not self.has_tests:
-            return "no tests/test.sh: cannot be verified"
+            return f"no {TEST_SCRIPT}: cannot be verified"
         if not self.runs_locally:
             return "needs a container image (docker_image/Dockerfile)"
         return "runs in the local sandbox"
@@ -52,10 +62,10 @@ def discover(tasks_dir: Path) -> list[Path]:
         raise TaskSetError(f"Tasks dir {tasks_dir} does not exist.")
     if not tasks_dir.is_dir():
         raise TaskSetError(f"Tasks dir {tasks_dir} is not a directory.")
-    found = sorted(p for p in tasks_dir.iterdir() if (p / "task.toml").is_file())
+    found = sorted(p for p in tasks_dir.iterdir() if (p / CONFIG_FILE).is_file())
     if not found:
         raise TaskSetError(
-            f"Tasks dir {tasks_dir} holds no task folders (directories with a task.toml). "
+            f"Tasks dir {tasks_dir} holds no task folders (directories with a {CONFIG_FILE}). "
             "Point it at the folder that contains the tasks, e.g. .../terminal-bench."
         )
     return found
@@ -82,10 +92,10 @@ def load(task_dir: Path) -> TaskInfo:
         docker_image=env.docker_image,
         agent_timeout_sec=task.config.agent.timeout_sec,
         verifier_timeout_sec=task.config.verifier.timeout_sec,
-        has_tests=(task_dir / "tests" / "test.sh").is_file(),
-        has_solution=(task_dir / "solution" / "solve.sh").is_file(),
-        has_setup=(task_dir / "environment" / "setup.sh").is_file(),
-        has_dockerfile=(task_dir / "environment" / "Dockerfile").is_file(),
+        has_tests=(task_dir / TEST_SCRIPT).is_file(),
+        has_solution=(task_dir / SOLVE_SCRIPT).is_file(),
+        has_setup=(task_dir / SETUP_SCRIPT).is_file(),
+        has_dockerfile=(task_dir / DOCKERFILE).is_file(),
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import chz
 
+from tbconsole.harbor.taskset import CONFIG_FILE
 from tbconsole.record.control import ControlError
 from tbconsole.record.enums import AdmissionBy, ControlCommand, GroupSignal
 from tbconsole.record.events import Event, GroupEnded, GroupStarted, TaskAdmission, TrialEnded
@@ -40,7 +41,7 @@ def task_families(task_dirs: Iterable[Path], pattern: str) -> dict[str, str]:
     for task_dir in task_dirs:
         category = None
         try:
-            with open(task_dir / "task.toml", "rb") as f:
+            with open(task_dir / CONFIG_FILE, "rb") as f:
                 category = tomllib.load(f).get("metadata", {}).get("category")
         except (OSError, tomllib.TOMLDecodeError, AttributeError):
             pass

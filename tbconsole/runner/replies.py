@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tbconsole.harbor.taskset import INSTRUCTION_FILE, TEST_SCRIPT, TESTS_DIR
 from tbconsole.record.capturefile import ReplyText, reply_text
 
 _log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ _log = logging.getLogger(__name__)
 VERIFIER_DIRS = ("/tests", "/logs/verifier")
 REWARD_FILES = ("reward.txt", "reward.json")
 # Harbor's test scripts: every task has one, and an agent may write its own of that name.
-EVERY_TASKS_TESTS = frozenset({"test.sh", "test.bat", "test.ps1"})
+EVERY_TASKS_TESTS = frozenset({posixpath.basename(TEST_SCRIPT), "test.bat", "test.ps1"})
 # A tests/ file whose name says test (test_outputs.py, conftest.py, checks_test.go, spec.rb):
 # fixtures (expected.txt, input.csv) share names with the agent's own files too often.
 _TESTISH = re.compile(r"(?:^|[_.-])(?:tests?|spec|conftest)(?:[_.-]|$)", re.IGNORECASE)
@@ -243,7 +244,7 @@ def verifier_path(path: str, names: frozenset[str] = frozenset()) -> str | None:
 def task_test_names(task_dir: str) -> frozenset[str]:
     """The file names in the task's ``tests/`` folder that look like tests, less the ones every
     task has (``EVERY_TASKS_TESTS``)."""
-    tests = Path(task_dir) / "tests"
+    tests = Path(task_dir) / TESTS_DIR
     try:
         names = {p.name for p in tests.rglob("*") if p.is_file()}
     except OSError:
@@ -256,7 +257,7 @@ def instruction_digest(task_dir: str) -> str | None:
     """A short digest of the task's ``instruction.md``: tasks with the same one (the demo's
     variants of a family) are one task to the one-reply-many-tasks sign. None if unreadable."""
     try:
-        text = (Path(task_dir) / "instruction.md").read_bytes()
+        text = (Path(task_dir) / INSTRUCTION_FILE).read_bytes()
     except OSError:
         return None
     return hashlib.sha256(b" ".join(text.split())).hexdigest()[:16]

@@ -25,6 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tbconsole.harbor.taskset import INSTRUCTION_FILE
 from tbconsole.ui.present.trial_outputs import AtifStep, TrialFiles
 
 MAX_FILE = 2 << 20  # bytes read from any one file
@@ -235,7 +236,7 @@ def load_trial_files(trial_dir: str | Path | None) -> TrialFiles:
             out.agent_logs.append((f"agent/{log.name}", tail))
     out.agent_exit = agent_exit(trial_dir)
     if task_path:
-        out.instruction = _read(Path(task_path) / "instruction.md", 64 << 10)
+        out.instruction = _read(Path(task_path) / INSTRUCTION_FILE, 64 << 10)
     if out.instruction is None:
         for step in out.steps:
             if step.source == "user":
