@@ -87,6 +87,27 @@ def _chunk_tokens(chunk: Any) -> list[int]:
     return list(chunk.tokens)
 
 
+def _render_message(
+    renderer: Renderer, messages: list[Message], idx: int, last_user: int, turn_start: int
+) -> tuple[int, ...]:
+    """Message ``idx``'s tokens (header and output) as the renderer's own loop renders it."""
+    ctx = RenderContext(
+        idx=idx,
+        is_last=idx == len(messages) - 1,
+        prev_message=messages[idx - 1] if idx > 0 else None,
+        next_message=messages[idx + 1] if idx + 1 < len(messages) else None,
+        last_user_index=last_user,
+        in_last_assistant_turn=idx >= turn_start,
+    )
+    out = renderer.render_message(messages[idx], ctx)
+    parts = []
+    if out.header is not None:
+        parts.extend(_chunk_tokens(out.header))
+    for chunk in out.output:
+        parts.extend(_chunk_tokens(chunk))
+    return tuple(parts)  # a tuple of ints: the garbage collector stops tracking it
+
+
 class _MemoTokenizer:
     """The tokenizer, with ``encode`` remembered for recent texts: when the conversation grows,
     the previous last message is rendered again (its context changed) and mostly tokenizes the
@@ -200,29 +221,16 @@ class IncrementalRenderer:
         return self._render(messages, keep=False)
 
     def _render(self, messages: list[Message], *, keep: bool) -> tuple[list[int], list[int]]:
+        """The prompt for ``messages`` and its message offsets: the unchanged leading block taken
+        whole, each later message reused where its inputs are equal, else rendered. ``keep``:
+        this render becomes the one the next call reuses (``render``); else all stays (``peek``)."""
         renderer = self.working
         n = len(messages)
         last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
         turn_start = renderer._last_assistant_turn_start_index(messages)
-        prev, prev_n = self._messages, len(self._messages)
+        prev_n = len(self._messages)
 
-        # Leading messages equal to last time's.
-        same = 0
-        limit = min(n, prev_n)
-        while same < limit and (messages[same] is prev[same] or messages[same] == prev[same]):
-            same += 1
-        # Of those, a message is certainly unchanged when its next neighbour is also unchanged
-        # and no context scalar can have moved: before both the old and the new last user
-        # message and turn start (relational renderers), or anywhere when they did not move.
-        block = max(0, min(same - 1, n - 1))
-        if last_user != self._last_user or turn_start != self._turn_start:
-            if self._relational and (last_user < 0) == (self._last_user < 0):
-                # Only messages before both the old and the new positions keep their relation.
-                block = min(block, turn_start, self._turn_start, *[b for b in (last_user, self._last_user) if b >= 0])
-            else:
-                block = 0
-        block = max(0, block)
-
+        block = self._unchanged_block(messages, last_user, turn_start)
         bos = list(renderer._bos_tokens)
         if block and bos == self._tokens[: len(bos)]:
             if keep:
@@ -237,37 +245,13 @@ class IncrementalRenderer:
         rendered = 0
         first_changed = None  # first message whose tokens may differ from last time's
         for idx in range(block, n):
-            message = messages[idx]
             key = self._key(idx, n, last_user, turn_start)
-            reusable = (
-                idx < prev_n
-                and idx < len(self._keys)
-                and self._keys[idx] == key
-                and (message is prev[idx] or message == prev[idx])
-                and (idx == 0 or messages[idx - 1] == prev[idx - 1])
-                and ((idx + 1 >= n) == (idx + 1 >= prev_n))
-                and (idx + 1 >= n or messages[idx + 1] == prev[idx + 1])
-            )
-            if reusable:
+            if self._reusable(messages, idx, key):
                 piece = self._renders[idx]
             else:
                 if first_changed is None:
                     first_changed = idx
-                ctx = RenderContext(
-                    idx=idx,
-                    is_last=idx == n - 1,
-                    prev_message=messages[idx - 1] if idx > 0 else None,
-                    next_message=messages[idx + 1] if idx + 1 < n else None,
-                    last_user_index=last_user,
-                    in_last_assistant_turn=idx >= turn_start,
-                )
-                out = renderer.render_message(message, ctx)
-                parts = []
-                if out.header is not None:
-                    parts.extend(_chunk_tokens(out.header))
-                for chunk in out.output:
-                    parts.extend(_chunk_tokens(chunk))
-                piece = tuple(parts)  # a tuple of ints: the garbage collector stops tracking it
+                piece = _render_message(renderer, messages, idx, last_user, turn_start)
                 rendered += 1
             keys.append(key)
             renders.append(piece)
@@ -292,3 +276,38 @@ class IncrementalRenderer:
             in_last_assistant_turn=True,
         )
         return tokens + list(renderer._get_generation_suffix("assistant", suffix_ctx)), offsets
+
+    def _unchanged_block(self, messages: list[Message], last_user: int, turn_start: int) -> int:
+        """How many leading messages are taken whole from last time's render, with their tokens."""
+        prev = self._messages
+        # Leading messages equal to last time's.
+        same = 0
+        limit = min(len(messages), len(prev))
+        while same < limit and (messages[same] is prev[same] or messages[same] == prev[same]):
+            same += 1
+        # Of those, a message is certainly unchanged when its next neighbour is also unchanged
+        # and no context scalar can have moved: before both the old and the new last user
+        # message and turn start (relational renderers), or anywhere when they did not move.
+        block = max(0, min(same - 1, len(messages) - 1))
+        if last_user != self._last_user or turn_start != self._turn_start:
+            if self._relational and (last_user < 0) == (self._last_user < 0):
+                # Only messages before both the old and the new positions keep their relation.
+                block = min(block, turn_start, self._turn_start, *[b for b in (last_user, self._last_user) if b >= 0])
+            else:
+                block = 0
+        return max(0, block)
+
+    def _reusable(self, messages: list[Message], idx: int, key: tuple) -> bool:
+        """Whether last time's render of message ``idx`` is this one's: the same context scalars
+        (``key``), and the message and both its neighbours equal (or both absent)."""
+        prev, n, prev_n = self._messages, len(messages), len(self._messages)
+        message = messages[idx]
+        return (
+            idx < prev_n
+            and idx < len(self._keys)
+            and self._keys[idx] == key
+            and (message is prev[idx] or message == prev[idx])
+            and (idx == 0 or messages[idx - 1] == prev[idx - 1])
+            and ((idx + 1 >= n) == (idx + 1 >= prev_n))
+            and (idx + 1 >= n or messages[idx + 1] == prev[idx + 1])
+        )
