@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from tinker_cookbook.renderers.base import Renderer
+from tinker_cookbook.renderers.base import Message, Renderer
 
 from tbconsole.proxy.chat import ChatReply, ToolCallOut, new_id
 
@@ -46,6 +46,41 @@ def parse_reply(
     if end is not None and end not in parse_tokens:
         parse_tokens.append(end)
     message, _termination = renderer.parse_response(parse_tokens)
+    thinking, text = _thinking_and_text(message)
+    calls = [
+        ToolCallOut(id=tc.id or new_id(tool_id_prefix), name=tc.function.name, arguments=tc.function.arguments)
+        for tc in message.get("tool_calls", []) or []
+    ]
+    if calls and not tools_offered:
+        # The model was not offered tools but wrote a call anyway: the client ruled calls out.
+        text = _with_calls_as_text(text, calls)
+        calls = []
+    matched = None
+    if stops and stop_reason != "length" and (end is None or end not in tokens):
+        matched = matched_stop(str(renderer.tokenizer.decode(list(tokens))), stops, _renderer_stop_strings(renderer))
+        if matched is not None:
+            thinking, text, calls = _cut_before(matched, thinking, text, calls)
+    if stop_reason == "length":
+        finish = "length"
+    elif calls:
+        finish = "tool_calls"
+    else:
+        finish = "stop"
+    return ChatReply(
+        thinking=thinking,
+        text=text,
+        tool_calls=calls,
+        finish=finish,
+        prompt_tokens=prompt_tokens,
+        output_tokens=len(tokens),
+        stop_sequence=matched if finish == "stop" else None,
+    )
+
+
+def _thinking_and_text(message: Message) -> tuple[str, str]:
+    """The parsed message's thinking and its text, tool calls the parser could not read
+    included in the text as written (the agent's own format error handling is the training
+    signal)."""
     thinking: list[str] = []
     text: list[str] = []
     content = message.get("content", "")
@@ -58,42 +93,24 @@ def parse_reply(
             elif part["type"] == "text":
                 text.append(part["text"])
     for unparsed in message.get("unparsed_tool_calls", []) or []:
-        # Shown to the agent as written: its own format error handling is the training signal.
         text.append(unparsed.raw_text)
-    calls = [
-        ToolCallOut(id=tc.id or new_id(tool_id_prefix), name=tc.function.name, arguments=tc.function.arguments)
-        for tc in message.get("tool_calls", []) or []
-    ]
-    if calls and not tools_offered:
-        # The model was not offered tools but wrote a call anyway: the client ruled calls out.
-        written = "\n".join(json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) for c in calls)
-        text.append(("\n" if "".join(text).strip() else "") + written)
-        calls = []
-    reply_thinking, reply_text = "".join(thinking), "".join(text)
-    matched = None
-    if stops and stop_reason != "length" and (end is None or end not in tokens):
-        matched = matched_stop(str(renderer.tokenizer.decode(list(tokens))), stops, _renderer_stop_strings(renderer))
-        if matched is not None:
-            if matched in reply_thinking and matched not in reply_text:
-                reply_thinking = reply_thinking[: reply_thinking.index(matched)]
-                reply_text, calls = "", []
-            elif matched in reply_text:
-                reply_text = reply_text[: reply_text.index(matched)]
-    if stop_reason == "length":
-        finish = "length"
-    elif calls:
-        finish = "tool_calls"
-    else:
-        finish = "stop"
-    return ChatReply(
-        thinking=reply_thinking,
-        text=reply_text,
-        tool_calls=calls,
-        finish=finish,
-        prompt_tokens=prompt_tokens,
-        output_tokens=len(tokens),
-        stop_sequence=matched if finish == "stop" else None,
-    )
+    return "".join(thinking), "".join(text)
+
+
+def _with_calls_as_text(text: str, calls: list[ToolCallOut]) -> str:
+    """``text`` with the calls after it, one JSON object ``{"name", "arguments"}`` a line."""
+    written = "\n".join(json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) for c in calls)
+    return text + ("\n" if text.strip() else "") + written
+
+
+def _cut_before(matched: str, thinking: str, text: str, calls: list[ToolCallOut]) -> tuple[str, str, list[ToolCallOut]]:
+    """The reply cut before the stop string it stopped on: within the thinking (then no text
+    or calls follow it) unless the text holds it too, else within the text."""
+    if matched in thinking and matched not in text:
+        return thinking[: thinking.index(matched)], "", []
+    if matched in text:
+        return thinking, text[: text.index(matched)], calls
+    return thinking, text, calls
 
 
 def _renderer_stop_strings(renderer: Renderer) -> list[str]:
