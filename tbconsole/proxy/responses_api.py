@@ -144,80 +144,64 @@ class Answer:
         )
 
     def stream_events(self, reply: ChatReply) -> list[bytes]:
+        """The whole reply as the stream's events, in sequence: each output item added, its
+        content streamed as one delta and done, the item done; then the response completed (or
+        incomplete)."""
         output = _output(reply)
         out = []
         for index, item in enumerate(output):
             where = {"item_id": item["id"], "output_index": index}
-            kind = item["type"]
-            if kind == "reasoning":
-                added = {**item, "summary": [], "content": [], "status": "in_progress"}
-            elif kind == "message":
-                added = {**item, "content": [], "status": "in_progress"}
+            out.append(self.event("response.output_item.added", {"output_index": index, "item": _in_progress(item)}))
+            if item["type"] == "reasoning":
+                out += self._reasoning_events(item, where)
+            elif item["type"] == "message":
+                out += self._message_events(item, where)
             else:
-                added = {**item, "arguments": "", "status": "in_progress"}
-            out.append(self.event("response.output_item.added", {"output_index": index, "item": added}))
-            if kind == "reasoning":
-                text = item["summary"][0]["text"]
-                part = {"type": "summary_text", "text": text}
-                out.append(
-                    self.event(
-                        "response.reasoning_summary_part.added",
-                        {**where, "summary_index": 0, "part": {**part, "text": ""}},
-                    )
-                )
-                out.append(
-                    self.event("response.reasoning_summary_text.delta", {**where, "summary_index": 0, "delta": text})
-                )
-                out.append(
-                    self.event("response.reasoning_summary_text.done", {**where, "summary_index": 0, "text": text})
-                )
-                out.append(
-                    self.event("response.reasoning_summary_part.done", {**where, "summary_index": 0, "part": part})
-                )
-                part = {"type": "reasoning_text", "text": text}
-                out.append(
-                    self.event(
-                        "response.content_part.added", {**where, "content_index": 0, "part": {**part, "text": ""}}
-                    )
-                )
-                out.append(self.event("response.reasoning_text.delta", {**where, "content_index": 0, "delta": text}))
-                out.append(self.event("response.reasoning_text.done", {**where, "content_index": 0, "text": text}))
-                out.append(self.event("response.content_part.done", {**where, "content_index": 0, "part": part}))
-            elif kind == "message":
-                part = item["content"][0]
-                out.append(
-                    self.event(
-                        "response.content_part.added", {**where, "content_index": 0, "part": {**part, "text": ""}}
-                    )
-                )
-                if part["text"]:
-                    out.append(
-                        self.event(
-                            "response.output_text.delta",
-                            {**where, "content_index": 0, "delta": part["text"], "logprobs": []},
-                        )
-                    )
-                out.append(
-                    self.event(
-                        "response.output_text.done", {**where, "content_index": 0, "text": part["text"], "logprobs": []}
-                    )
-                )
-                out.append(self.event("response.content_part.done", {**where, "content_index": 0, "part": part}))
-            else:
-                if item["arguments"]:
-                    out.append(
-                        self.event("response.function_call_arguments.delta", {**where, "delta": item["arguments"]})
-                    )
-                out.append(
-                    self.event(
-                        "response.function_call_arguments.done",
-                        {**where, "name": item["name"], "arguments": item["arguments"]},
-                    )
-                )
+                out += self._function_call_events(item, where)
             out.append(self.event("response.output_item.done", {"output_index": index, "item": item}))
         final = self.body(reply, output)
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
         out.append(self.event(kind, {"response": final}))
+        return out
+
+    def _reasoning_events(self, item: dict[str, Any], where: dict[str, Any]) -> list[bytes]:
+        """A reasoning item's text, streamed both as its summary and as its content."""
+        text = item["summary"][0]["text"]
+        summary = {**where, "summary_index": 0}
+        part = {"type": "summary_text", "text": text}
+        out = [
+            self.event("response.reasoning_summary_part.added", {**summary, "part": {**part, "text": ""}}),
+            self.event("response.reasoning_summary_text.delta", {**summary, "delta": text}),
+            self.event("response.reasoning_summary_text.done", {**summary, "text": text}),
+            self.event("response.reasoning_summary_part.done", {**summary, "part": part}),
+        ]
+        content = {**where, "content_index": 0}
+        part = {"type": "reasoning_text", "text": text}
+        return out + [
+            self.event("response.content_part.added", {**content, "part": {**part, "text": ""}}),
+            self.event("response.reasoning_text.delta", {**content, "delta": text}),
+            self.event("response.reasoning_text.done", {**content, "text": text}),
+            self.event("response.content_part.done", {**content, "part": part}),
+        ]
+
+    def _message_events(self, item: dict[str, Any], where: dict[str, Any]) -> list[bytes]:
+        """A message item's text part (no delta for an empty text)."""
+        part = item["content"][0]
+        content = {**where, "content_index": 0}
+        out = [self.event("response.content_part.added", {**content, "part": {**part, "text": ""}})]
+        if part["text"]:
+            out.append(self.event("response.output_text.delta", {**content, "delta": part["text"], "logprobs": []}))
+        out.append(self.event("response.output_text.done", {**content, "text": part["text"], "logprobs": []}))
+        out.append(self.event("response.content_part.done", {**content, "part": part}))
+        return out
+
+    def _function_call_events(self, item: dict[str, Any], where: dict[str, Any]) -> list[bytes]:
+        """A function call item's arguments (no delta for empty arguments)."""
+        out = []
+        if item["arguments"]:
+            out.append(self.event("response.function_call_arguments.delta", {**where, "delta": item["arguments"]}))
+        done = {**where, "name": item["name"], "arguments": item["arguments"]}
+        out.append(self.event("response.function_call_arguments.done", done))
         return out
 
     def stream_error(self, error: ProxyError) -> bytes:
@@ -228,6 +212,15 @@ class Answer:
         return self.event("error", {"code": code, "message": error.message, "param": _param(error)}) + self.event(
             "response.failed", {"response": failed}
         )
+
+
+def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
+    """An output item as the stream first adds it: in progress, its content still empty."""
+    if item["type"] == "reasoning":
+        return {**item, "summary": [], "content": [], "status": "in_progress"}
+    if item["type"] == "message":
+        return {**item, "content": [], "status": "in_progress"}
+    return {**item, "arguments": "", "status": "in_progress"}
 
 
 def error_code(error: ProxyError) -> str:
