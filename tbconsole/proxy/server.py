@@ -55,6 +55,8 @@ class CaptureProxy:
         on_sampler_error: Callable[[str, BaseException], None] | None = None,
         on_capture_lost: Callable[[str, str], None] | None = None,
     ):
+        """Checks and keeps the settings, then builds the parts (trials, pipeline, http); nothing
+        listens before ``start``."""
         if default_max_tokens <= 0:
             raise ValueError("default_max_tokens must be positive")
         if sample_timeout_s is not None and not sample_timeout_s > 0:
@@ -81,36 +83,50 @@ class CaptureProxy:
         self._listen_port = port
         self._publish_fn = publish
         self._runner: web.AppRunner | None = None
-        self._trials = TrialRegistry(
-            renderer,
+        self._trials = self._trial_registry()
+        self._keys = self._trials.keys
+        self._pipeline = self._sampling_pipeline(sampler, on_sampler_error)
+        self._http = self._http_front()
+        self._errors = self._http.errors  # the error middleware, for apps of one's own
+
+    def _trial_registry(self) -> TrialRegistry:
+        """The group's trials: their keys, capture files and stats (a lost capture reported)."""
+        return TrialRegistry(
+            self.renderer,
             self.capture_dir,
-            fsync=fsync,
-            incremental=incremental,
-            continuity=continuity,
+            fsync=self.fsync,
+            incremental=self.incremental,
+            continuity=self.continuity,
             on_lost=self._capture_lost,
         )
-        self._keys = self._trials.keys
-        self._pipeline = Pipeline(
-            renderer=renderer,
+
+    def _sampling_pipeline(
+        self, sampler: Any, on_sampler_error: Callable[[str, BaseException], None] | None
+    ) -> Pipeline:
+        """Parse → render → sample → capture → answer, on a thread named for the group."""
+        return Pipeline(
+            renderer=self.renderer,
             tokenizer=self.tokenizer,
             sampler=sampler,
             default_max_tokens=self.default_max_tokens,
-            sample_timeout_s=sample_timeout_s,
+            sample_timeout_s=self.sample_timeout_s,
             on_sampler_error=on_sampler_error,
             lose=self._trials.lose,
-            thread_name=f"proxy-g{group}",
+            thread_name=f"proxy-g{self.group}",
         )
-        self._http = ProxyHttp(
+
+    def _http_front(self) -> ProxyHttp:
+        """The aiohttp app: routes, auth, API-shaped answers and errors, its events published."""
+        return ProxyHttp(
             self._trials,
             self._pipeline,
-            model_name=model_name,
-            max_body_bytes=max_body_bytes,
-            keepalive_s=keepalive_s,
+            model_name=self.model_name,
+            max_body_bytes=self.max_body_bytes,
+            keepalive_s=self.keepalive_s,
             publish=self._publish,
-            step=step,
-            group=group,
+            step=self.step,
+            group=self.group,
         )
-        self._errors = self._http.errors  # the error middleware, for apps of one's own
 
     # -- lifecycle ---------------------------------------------------------------------------
 
