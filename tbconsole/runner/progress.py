@@ -35,6 +35,8 @@ class ProgressLog:
             self.lost += 1
 
     def __call__(self, event: ev.Event) -> None:
+        """Prints the event's line, if it has one. Long because it is one match over every kind
+        of event the log shows, each case its own line's format."""
         event = inert_event(event)  # a task name or an error message may carry escape codes
         match event:
             case ev.RunStarted():
