@@ -322,128 +322,158 @@ def _segments(text: str) -> list[_Segment]:
     """Shell text split into simple commands (at ``;`` ``&&`` ``||`` ``|`` ``&`` newlines and
     parentheses), quote-aware, with redirections and here-documents taken apart. Tolerant: an
     unclosed quote runs to the end, anything unknown is a word."""
-    out: list[_Segment] = []
-    seg = _Segment(0)
-    word: list[str] = []
-    has_word = False
-    pending: str | None = None  # what the next word is: "write" (a redirect target), "skip", "heredoc", "data"
-    heredocs: list[tuple[str, _Segment]] = []  # opened on this line: (delimiter, the command it feeds)
-    i, n = 0, len(text)
+    return _ShellSplitter(text).split()
 
-    def end_word() -> None:
-        nonlocal word, has_word, pending
-        if not has_word:
+
+class _ShellSplitter:
+    """One pass of ``_segments`` over shell text: where it is, the command and the word being
+    read, what the next word is, and the here-documents the current line opened."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.i = 0
+        self.out: list[_Segment] = []
+        self.seg = _Segment(0)
+        self.word: list[str] = []
+        self.has_word = False
+        self.pending: str | None = None  # what the next word is: "write" (a redirect target), "skip", "heredoc", "data"
+        self.heredocs: list[tuple[str, _Segment]] = []  # opened on this line: (delimiter, the command it feeds)
+
+    def split(self) -> list[_Segment]:
+        """The simple commands, read one character (or quoted run, or operator) at a time."""
+        text, n = self.text, len(self.text)
+        while self.i < n:
+            c = text[self.i]
+            if c == "\\":
+                self._escaped()
+            elif c == "'":
+                self._single_quoted()
+            elif c == '"':
+                self._double_quoted()
+            elif c in " \t\r":
+                self._end_word()
+                self.i += 1
+            elif c == "#" and not self.has_word:  # a comment, to the end of the line
+                j = text.find("\n", self.i)
+                self.i = n if j < 0 else j
+            elif c == "\n":
+                self._end_segment(self.i)
+                self.i += 1
+                self._here_documents()
+                self.seg.start = self.i  # the next command starts past the here-documents
+            elif c in "<>" or (c == "&" and text.startswith("&>", self.i)):
+                self._redirection()
+            elif c in ";|&()`":
+                self._end_segment(self.i)
+                self.i += 2 if text.startswith(("&&", "||", ";;", "|&"), self.i) else 1
+            elif c == "$" and text.startswith("$(", self.i):
+                self._end_segment(self.i)
+                self.i += 2
+            else:
+                self._add(c)
+                self.i += 1
+        self._end_segment(n)
+        return self.out
+
+    def _add(self, part: str) -> None:
+        self.word.append(part)
+        self.has_word = True
+
+    def _end_word(self) -> None:
+        """The word read so far goes where ``pending`` says: a redirect target, a here-document's
+        delimiter, here-string data, nowhere, or the command's words."""
+        if not self.has_word:
             return
-        value = "".join(word)
-        if pending == "write":
+        value = "".join(self.word)
+        seg = self.seg
+        if self.pending == "write":
             assert seg.writes is not None
             seg.writes.append(value)
-        elif pending == "heredoc":
-            heredocs.append((value, seg))
-        elif pending == "data":
+        elif self.pending == "heredoc":
+            self.heredocs.append((value, seg))
+        elif self.pending == "data":
             seg.data += value + "\n"
-        elif pending != "skip":
+        elif self.pending != "skip":
             assert seg.words is not None
             seg.words.append(value)
-        word, has_word, pending = [], False, None
+        self.word, self.has_word, self.pending = [], False, None
 
-    def end_segment(at: int) -> None:
-        nonlocal seg
-        end_word()
-        seg.end = at
-        if seg.words or seg.writes or seg.data:
-            out.append(seg)
-        seg = _Segment(at)
+    def _end_segment(self, at: int) -> None:
+        """The command ends at ``at`` (kept if it has anything in it); the next starts there."""
+        self._end_word()
+        self.seg.end = at
+        if self.seg.words or self.seg.writes or self.seg.data:
+            self.out.append(self.seg)
+        self.seg = _Segment(at)
 
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            if text.startswith("\\\n", i):
-                i += 2
+    def _escaped(self) -> None:
+        """A backslash: a line continuation, else the next character as it is."""
+        if self.text.startswith("\\\n", self.i):
+            self.i += 2
+            return
+        self._add(self.text[self.i + 1 : self.i + 2])
+        self.i += 2
+
+    def _single_quoted(self) -> None:
+        j = self.text.find("'", self.i + 1)
+        j = len(self.text) if j < 0 else j
+        self._add(self.text[self.i + 1 : j])
+        self.i = j + 1
+
+    def _double_quoted(self) -> None:
+        """Up to the closing quote; a backslash escapes only ``"`` ``\\`` ``$`` and a backtick."""
+        text, n = self.text, len(self.text)
+        j = self.i + 1
+        part: list[str] = []
+        while j < n and text[j] != '"':
+            if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
+                part.append(text[j + 1])
+                j += 2
                 continue
-            word.append(text[i + 1 : i + 2])
-            has_word = True
-            i += 2
-            continue
-        if c == "'":
-            j = text.find("'", i + 1)
-            j = n if j < 0 else j
-            word.append(text[i + 1 : j])
-            has_word = True
-            i = j + 1
-            continue
-        if c == '"':
-            j = i + 1
-            part: list[str] = []
-            while j < n and text[j] != '"':
-                if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
-                    part.append(text[j + 1])
-                    j += 2
-                    continue
-                part.append(text[j])
-                j += 1
-            word.append("".join(part))
-            has_word = True
-            i = j + 1
-            continue
-        if c in " \t\r":
-            end_word()
-            i += 1
-            continue
-        if c == "#" and not has_word:  # a comment, to the end of the line
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if c == "\n":
-            end_segment(i)
-            i += 1
-            while heredocs:  # the here-documents opened on that line: their text is data
-                delimiter, fed = heredocs.pop(0)
-                lines = []
-                while i < n:
-                    j = text.find("\n", i)
-                    j = n if j < 0 else j
-                    line = text[i:j]
-                    i = j + 1
-                    if line.strip() == delimiter:
-                        break
-                    lines.append(line)
-                fed.data += "\n".join(lines) + "\n"
-            seg.start = i  # the next command starts past the here-documents
-            continue
-        if c in "<>" or (c == "&" and text.startswith("&>", i)):
-            # a file descriptor number right before it belongs to the operator
-            if has_word and "".join(word).isdigit() and text[i - 1].isdigit():
-                word, has_word = [], False
-            end_word()
-            op = re.match(r"&>>|&>|>>|>\||>&|>|<<<|<<-|<<|<&|<>|<", text[i:])
-            assert op is not None
-            token = op.group(0)
-            i += len(token)
-            if token in (">&", "<&"):
-                pending = "skip" if re.match(r"\s*[\d-]", text[i:]) else "write"
-            elif token in ("<<", "<<-"):
-                pending = "heredoc"
-            elif token == "<<<":
-                pending = "data"
-            elif token == "<":
-                pending = None  # an input file: a word like any other (a read)
-            else:
-                pending = "write"
-            continue
-        if c in ";|&()`":
-            end_segment(i)
-            i += 2 if text.startswith(("&&", "||", ";;", "|&"), i) else 1
-            continue
-        if c == "$" and text.startswith("$(", i):
-            end_segment(i)
-            i += 2
-            continue
-        word.append(c)
-        has_word = True
-        i += 1
-    end_segment(n)
-    return out
+            part.append(text[j])
+            j += 1
+        self._add("".join(part))
+        self.i = j + 1
+
+    def _here_documents(self) -> None:
+        """Past a newline: the text of the here-documents that line opened, each up to its
+        delimiter's line, is data of the command it feeds."""
+        text, n = self.text, len(self.text)
+        while self.heredocs:
+            delimiter, fed = self.heredocs.pop(0)
+            lines = []
+            while self.i < n:
+                j = text.find("\n", self.i)
+                j = n if j < 0 else j
+                line = text[self.i : j]
+                self.i = j + 1
+                if line.strip() == delimiter:
+                    break
+                lines.append(line)
+            fed.data += "\n".join(lines) + "\n"
+
+    def _redirection(self) -> None:
+        """A redirection operator: what the word after it is (a file written, a here-document's
+        delimiter, here-string data, a descriptor to skip, or an input file, a word like any other)."""
+        text, i = self.text, self.i
+        # a file descriptor number right before it belongs to the operator
+        if self.has_word and "".join(self.word).isdigit() and text[i - 1].isdigit():
+            self.word, self.has_word = [], False
+        self._end_word()
+        op = re.match(r"&>>|&>|>>|>\||>&|>|<<<|<<-|<<|<&|<>|<", text[i:])
+        assert op is not None
+        token = op.group(0)
+        self.i = i = i + len(token)
+        if token in (">&", "<&"):
+            self.pending = "skip" if re.match(r"\s*[\d-]", text[i:]) else "write"
+        elif token in ("<<", "<<-"):
+            self.pending = "heredoc"
+        elif token == "<<<":
+            self.pending = "data"
+        elif token == "<":
+            self.pending = None  # an input file: a word like any other (a read)
+        else:
+            self.pending = "write"
 
 
 def _verb(words: list[str]) -> tuple[str, list[str]]:
