@@ -58,6 +58,7 @@ from tbconsole.runner.replies import instruction_digest, read_trial
 from tbconsole.runner.trials import TrialTemplate
 
 if TYPE_CHECKING:  # the proxy is imported when a group runs (run_group)
+    from tbconsole.proxy import CaptureProxy
     from tbconsole.proxy.sampling import Sampler
 
 
@@ -227,12 +228,31 @@ class TrialRun:
 async def run_group(
     ctx: RunContext, builder: HarborGroupBuilder, sampling_client: Sampler, attempt: int = 0
 ) -> RolloutResult:
+    """One attempt of a group: its trials run behind a capture proxy of their own, and their
+    captured turns become the group's trajectories. A failed trial fails the group (TrialFailed)."""
+    capture_dir, trial_ids = claim_attempt(ctx, builder, attempt)
+    runs = [TrialRun(t) for t in trial_ids]
+    proxy = _group_proxy(ctx, builder, sampling_client, capture_dir, runs)
+    await proxy.start()
+    try:
+        _announce_group(ctx, builder, proxy, runs)
+        trial_rewards = await _run_trials(ctx, builder, proxy, runs)
+    finally:
+        await proxy.stop()
+
+    builder.rewards = trial_rewards
+    trajectories = [to_trajectory(run.turns) for run in runs]
+    return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
+
+
+def _group_proxy(
+    ctx: RunContext, builder: HarborGroupBuilder, sampling_client: Sampler, capture_dir: Path, runs: list[TrialRun]
+) -> CaptureProxy:
+    """The group's capture proxy (not started): a sampler error makes the gateway suspect, and a
+    trial with a turn it could not capture is stopped."""
     from tbconsole.proxy import CaptureProxy
 
-    step, group = builder.batch, builder.group
-    capture_dir, trial_ids = claim_attempt(ctx, builder, attempt)
     gateway = ctx.gateway
-    runs = [TrialRun(t) for t in trial_ids]
     loop = asyncio.get_running_loop()
 
     def stop_lost(trial: str, reason: str) -> None:
@@ -245,59 +265,65 @@ async def run_group(
     def capture_lost(trial: str, reason: str) -> None:  # from the proxy's threads
         loop.call_soon_threadsafe(stop_lost, trial, reason)
 
-    proxy = CaptureProxy(
+    return CaptureProxy(
         renderer=ctx.renderer,
         tokenizer=ctx.tokenizer,
         sampler=sampling_client,
         default_max_tokens=ctx.max_tokens,
         capture_dir=capture_dir,
         publish=ctx.publish,
-        step=step,
-        group=group,
+        step=builder.batch,
+        group=builder.group,
         listen_host=ctx.listen_host,
         advertised_host=ctx.advertised_host,
         on_sampler_error=(lambda _trial, _exc: gateway.suspect()) if gateway is not None else None,
         on_capture_lost=capture_lost,
         continuity=ctx.token_continuity,
     )
-    await proxy.start()
-    try:
+
+
+def _announce_group(ctx: RunContext, builder: HarborGroupBuilder, proxy: CaptureProxy, runs: list[TrialRun]) -> None:
+    """GroupStarted, then each trial queued."""
+    step, group = builder.batch, builder.group
+    ctx.publish(
+        GroupStarted(
+            step=step,
+            group=group,
+            task=builder.task_name,
+            trials=[run.trial_id for run in runs],
+            proxy_url=proxy.url,
+            instruction=instruction_digest(str(builder.task_dir)),
+        )
+    )
+    for run in runs:
         ctx.publish(
-            GroupStarted(
-                step=step,
-                group=group,
-                task=builder.task_name,
-                trials=trial_ids,
-                proxy_url=proxy.url,
-                instruction=instruction_digest(str(builder.task_dir)),
+            TrialPhaseChanged(
+                step=step, group=group, trial=run.trial_id, phase=TrialPhase.QUEUED, task=builder.task_name
             )
         )
-        for run in runs:
-            ctx.publish(
-                TrialPhaseChanged(
-                    step=step, group=group, trial=run.trial_id, phase=TrialPhase.QUEUED, task=builder.task_name
-                )
-            )
-        limit = asyncio.Semaphore(ctx.max_parallel_trials)
-        try:
-            async with asyncio.TaskGroup() as tasks:  # first TrialFailed cancels the rest
-                watch = tasks.create_task(_fail_when_gateway_down(ctx, builder))
-                trials = [tasks.create_task(_run_trial(ctx, builder, proxy, run, limit)) for run in runs]
-                await asyncio.wait(trials)
-                watch.cancel()
-        except* TrialFailed as failures:
-            first = failures.exceptions[0]
-            rewards = [r.outcome.reward if r.outcome else None for r in runs]
-            ctx.publish(GroupEnded(step=step, group=group, rewards=rewards, ok=False, error=str(first)))
-            raise first from None
-        trial_rewards = [run.trial_reward() for run in runs]  # no trial raised: all were scored
-        ctx.publish(GroupEnded(step=step, group=group, rewards=[r.reward for r in trial_rewards], ok=True))
-    finally:
-        await proxy.stop()
 
-    builder.rewards = trial_rewards
-    trajectories = [to_trajectory(run.turns) for run in runs]
-    return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
+
+async def _run_trials(
+    ctx: RunContext, builder: HarborGroupBuilder, proxy: CaptureProxy, runs: list[TrialRun]
+) -> list[TrialReward]:
+    """The trials, at most ``max_parallel_trials`` at once, while the gateway is watched; the
+    first that fails cancels the rest and is raised. GroupEnded says how the group went."""
+    step, group = builder.batch, builder.group
+    limit = asyncio.Semaphore(ctx.max_parallel_trials)
+    try:
+        async with asyncio.TaskGroup() as tasks:  # first TrialFailed cancels the rest
+            watch = tasks.create_task(_fail_when_gateway_down(ctx, builder))
+            trials = [tasks.create_task(_run_trial(ctx, builder, proxy, run, limit)) for run in runs]
+            await asyncio.wait(trials)
+            watch.cancel()
+    except* TrialFailed as failures:
+        first = failures.exceptions[0]
+        rewards = [r.outcome.reward if r.outcome else None for r in runs]
+        ctx.publish(GroupEnded(step=step, group=group, rewards=rewards, ok=False, error=str(first)))
+        raise first from None
+    trial_rewards = [run.trial_reward() for run in runs]  # no trial raised: all were scored
+    ctx.publish(GroupEnded(step=step, group=group, rewards=[r.reward for r in trial_rewards], ok=True))
+    return trial_rewards
 
 
 def claim_attempt(ctx: RunContext, builder: HarborGroupBuilder, attempt: int = 0) -> tuple[Path, list[str]]:
