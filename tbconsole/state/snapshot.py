@@ -118,85 +118,110 @@ def _codec(tp: Any) -> tuple[Encode, Decode]:
     if tp is Any:  # a run's config: JSON from an event, kept as it came
         return None, _same
     if tp in _PLAIN:
-        # bool is an int to Python: a float field may hold an int (JSON drops ".0"), not a str.
-        wanted = (int, float) if tp is float else tp
-
-        def check_plain(value: Any) -> Any:
-            if not isinstance(value, wanted):
-                raise TypeError(f"{value!r} is not a {tp.__name__}")
-            return value
-
-        return None, check_plain
+        return _plain_codec(tp)
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) != 1:
-            raise TypeError(f"no snapshot codec for {tp!r}")
-        enc, dec = _codec(inner[0])
-
-        def optional_from(value: Any) -> Any:
-            return None if value is None else dec(value)
-
-        if enc is None:
-            return None, optional_from
-        inner_to = enc  # a name mypy knows is not None inside the lambda
-        return (lambda v: None if v is None else inner_to(v)), optional_from
+        return _optional_codec(tp, args)
     if isinstance(tp, type) and issubclass(tp, Event):
         return _event_codec(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_codec(tp)
     if origin in (list, set, deque):
-        enc, dec = _codec(args[0])
-
-        def items_to(values: Any) -> list:
-            return list(values) if enc is None else [enc(v) for v in values]
-
-        def items_from(values: Any) -> list:
-            if not isinstance(values, list):
-                raise TypeError(f"{type(values).__name__} is not a list")
-            return [dec(v) for v in values]
-
-        if origin is list:
-            return items_to, items_from
-        if origin is set:  # sorted: a set's order differs between processes, a snapshot's must not
-            return lambda v: sorted(items_to(v)), lambda v: set(items_from(v))
-        return (  # a deque keeps its bound: trends, logs, a trial's turns
-            lambda v: [v.maxlen, items_to(v)],
-            lambda v: deque(items_from(v[1]), maxlen=_bound(v[0])),
-        )
+        return _collection_codec(origin, args[0])
     if origin is tuple:
-        plain = [_plain_types(a) for a in args]
-        if all(t is not None for t in plain):  # a trial's turns: thousands, checked in one pass
-            wanted = tuple(t for t in plain if t is not None)
-
-            def plain_tuple_from(values: Any) -> tuple:
-                if not isinstance(values, list) or len(values) != len(wanted):
-                    raise TypeError(f"{values!r} is not a {tp!r}")
-                if not all(map(isinstance, values, wanted)):
-                    raise TypeError(f"{values!r} is not a {tp!r}")
-                return tuple(values)
-
-            return None, plain_tuple_from
-        parts = [_codec(a) for a in args]
-
-        def tuple_from(values: Any) -> tuple:
-            if not isinstance(values, list) or len(values) != len(parts):
-                raise TypeError(f"{values!r} is not a {tp!r}")
-            return tuple(d(v) for (_, d), v in zip(parts, values, strict=True))
-
-        return (lambda v: [e(x) if e is not None else x for (e, _), x in zip(parts, v, strict=True)]), tuple_from
+        return _tuple_codec(tp, args)
     if origin is dict:
-        kenc, kdec = _codec(args[0])
-        venc, vdec = _codec(args[1])
-        if args[0] is str:  # a JSON object
-            return (
-                None if venc is None else lambda d: {k: venc(v) for k, v in d.items()},
-                lambda d: {kdec(k): vdec(v) for k, v in _as_dict(d).items()},
-            )
-        return (  # other keys (a step, a (step, group)): a list of pairs, in the dict's order
-            lambda d: [[k if kenc is None else kenc(k), v if venc is None else venc(v)] for k, v in d.items()],
-            lambda pairs: {kdec(k): vdec(v) for k, v in (_pair(p) for p in _as_list(pairs))},
-        )
+        return _dict_codec(args[0], args[1])
     raise TypeError(f"no snapshot codec for {tp!r}")
+
+
+def _plain_codec(tp: type) -> tuple[Encode, Decode]:
+    """A str, int, float, bool or None: JSON as it is, its type checked on the way back."""
+    # bool is an int to Python: a float field may hold an int (JSON drops ".0"), not a str.
+    wanted = (int, float) if tp is float else tp
+
+    def check_plain(value: Any) -> Any:
+        if not isinstance(value, wanted):
+            raise TypeError(f"{value!r} is not a {tp.__name__}")
+        return value
+
+    return None, check_plain
+
+
+def _optional_codec(tp: Any, args: tuple) -> tuple[Encode, Decode]:
+    """``X | None``: None, or X's JSON (a union of two types other than None has no codec)."""
+    inner = [a for a in args if a is not type(None)]
+    if len(inner) != 1:
+        raise TypeError(f"no snapshot codec for {tp!r}")
+    enc, dec = _codec(inner[0])
+
+    def optional_from(value: Any) -> Any:
+        return None if value is None else dec(value)
+
+    if enc is None:
+        return None, optional_from
+    inner_to = enc  # a name mypy knows is not None inside the lambda
+    return (lambda v: None if v is None else inner_to(v)), optional_from
+
+
+def _collection_codec(origin: type, item: Any) -> tuple[Encode, Decode]:
+    """A list, set or deque of ``item``: a JSON list (a set's sorted, a deque's with its bound)."""
+    enc, dec = _codec(item)
+
+    def items_to(values: Any) -> list:
+        return list(values) if enc is None else [enc(v) for v in values]
+
+    def items_from(values: Any) -> list:
+        if not isinstance(values, list):
+            raise TypeError(f"{type(values).__name__} is not a list")
+        return [dec(v) for v in values]
+
+    if origin is list:
+        return items_to, items_from
+    if origin is set:  # sorted: a set's order differs between processes, a snapshot's must not
+        return lambda v: sorted(items_to(v)), lambda v: set(items_from(v))
+    return (  # a deque keeps its bound: trends, logs, a trial's turns
+        lambda v: [v.maxlen, items_to(v)],
+        lambda v: deque(items_from(v[1]), maxlen=_bound(v[0])),
+    )
+
+
+def _tuple_codec(tp: Any, args: tuple) -> tuple[Encode, Decode]:
+    """A tuple: a JSON list of its parts, each part's type checked on the way back."""
+    plain = [_plain_types(a) for a in args]
+    if all(t is not None for t in plain):  # a trial's turns: thousands, checked in one pass
+        wanted = tuple(t for t in plain if t is not None)
+
+        def plain_tuple_from(values: Any) -> tuple:
+            if not isinstance(values, list) or len(values) != len(wanted):
+                raise TypeError(f"{values!r} is not a {tp!r}")
+            if not all(map(isinstance, values, wanted)):
+                raise TypeError(f"{values!r} is not a {tp!r}")
+            return tuple(values)
+
+        return None, plain_tuple_from
+    parts = [_codec(a) for a in args]
+
+    def tuple_from(values: Any) -> tuple:
+        if not isinstance(values, list) or len(values) != len(parts):
+            raise TypeError(f"{values!r} is not a {tp!r}")
+        return tuple(d(v) for (_, d), v in zip(parts, values, strict=True))
+
+    return (lambda v: [e(x) if e is not None else x for (e, _), x in zip(parts, v, strict=True)]), tuple_from
+
+
+def _dict_codec(key: Any, value: Any) -> tuple[Encode, Decode]:
+    """A dict: a JSON object when its keys are str, else a list of [key, value] pairs."""
+    kenc, kdec = _codec(key)
+    venc, vdec = _codec(value)
+    if key is str:  # a JSON object
+        return (
+            None if venc is None else lambda d: {k: venc(v) for k, v in d.items()},
+            lambda d: {kdec(k): vdec(v) for k, v in _as_dict(d).items()},
+        )
+    return (  # other keys (a step, a (step, group)): a list of pairs, in the dict's order
+        lambda d: [[k if kenc is None else kenc(k), v if venc is None else venc(v)] for k, v in d.items()],
+        lambda pairs: {kdec(k): vdec(v) for k, v in (_pair(p) for p in _as_list(pairs))},
+    )
 
 
 def _event_codec(cls: type[Event]) -> tuple[Encode, Decode]:
