@@ -128,4 +128,4 @@ def test_detach_says_where_the_runner_is_a_second_runner_is_refused_and_kill_9_r
     finally:
         os.kill(runner_pid, signal.SIGKILL)
     # the lease reads the holder's liveness, not a heartbeat's age: gone as soon as the pid is
-    wait_until(lambda: read_lease(log).state is RunnerState.GONE, 30, lambda: f"{read_lease(log)}")
+    wait_until(lambda: read_lease(log).state is RunnerState.DEAD, 30, lambda: f"{read_lease(log)}")
