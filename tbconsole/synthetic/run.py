@@ -144,76 +144,14 @@ def heldout_evaluation(
     folder's ``heldout/`` as the held-out proxy writes them."""
     trials = len(HELDOUT_TASKS) * group_size
     yield EvaluationStarted(ts=now, after_updates=after_updates, tasks=len(HELDOUT_TASKS), trials=trials)
-    clock = _Clock()
-    step, rewards, end = after_updates, [], now
-
-    def add(event: Event) -> None:
-        clock.add(HeldOutEvent.wrap(event, after_updates))
-
+    evaluation = _HeldOut(after_updates, rng, group_size, captures)
+    rewards: list[float] = []
+    end = now
     for g, (task, chance) in enumerate(HELDOUT_TASKS.items()):
-        names = [trial_id(task, step, g, k) for k in range(group_size)]
-        g_start = now + 0.05 * g
-        add(GroupStarted(ts=g_start, step=step, group=g, task=task, trials=names, proxy_url="http://127.0.0.1:41000"))
-        group_rewards: list[float | None] = []
-        g_end = g_start
-        for k, name in enumerate(names):
-            t = g_start + 0.01 * k
-            add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
-            t += rng.uniform(0.5, 2.0)
-            add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
-            n_turns = rng.randint(1, 3)
-            out_tokens = 0
-            for turn in range(n_turns):
-                t += rng.uniform(1.0, 4.0)
-                otoks = rng.randint(40, 300)
-                request = ProxyRequest(
-                    ts=t,
-                    step=step,
-                    group=g,
-                    trial=name,
-                    api="openai",
-                    stream=False,
-                    status=200,
-                    captured=True,
-                    turn=turn,
-                    prompt_tokens=800 + 300 * turn,
-                    output_tokens=otoks,
-                    stop_reason="stop",
-                    sample_ms=otoks * 4.0,
-                    total_ms=otoks * 4.0 + 12,
-                )
-                add(request)
-                out_tokens += otoks
-                if captures is not None:
-                    content = f"Task {task}: make the tests pass." if turn == 0 else f"<output>step {turn}</output>"
-                    captures.add(request, [{"role": "user", "content": content}], _reply(REPLIES[turn], turn))
-                    pending = captures.pending.get((name, turn))
-                    if pending is not None:  # the held-out proxy writes under the run folder's heldout/
-                        pending.path = captures.folder.heldout.capture_file(step, g, name)
-            t += rng.uniform(0.5, 1.5)
-            reward = 1.0 if rng.random() < chance else 0.0
-            add(
-                TrialEnded(
-                    ts=t,
-                    step=step,
-                    group=g,
-                    trial=name,
-                    outcome=TrialOutcome.SUBMITTED,
-                    scored=True,
-                    reward=reward,
-                    turns=n_turns,
-                    output_tokens=out_tokens,
-                    trial_dir=None,
-                    timings={"total": t - g_start},
-                )
-            )
-            add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
-            group_rewards.append(reward)
-            rewards.append(reward)
-            g_end = max(g_end, t)
-        add(GroupEnded(ts=g_end + 0.01, step=step, group=g, rewards=group_rewards, ok=True))
+        group_rewards, g_end = evaluation.group(g, task, chance, now + 0.05 * g)
+        rewards += group_rewards
         end = max(end, g_end + 0.02)
-    yield from clock.drain()
+    yield from evaluation.clock.drain()
     mean = sum(rewards) / len(rewards)
     yield EvaluationEnded(ts=end, after_updates=after_updates, reward=mean, trials=len(rewards), failed_tasks=0)
     yield LogLine(
@@ -222,6 +160,104 @@ def heldout_evaluation(
         message=f"held-out after {after_updates} updates: reward {mean:.3f} over {len(rewards)} trials "
         f"of {len(HELDOUT_TASKS)} tasks",
     )
+
+
+class _HeldOut:
+    """One held-out evaluation while it is played: its events merged in time order (each wrapped
+    as held-out), drawn from its own random stream in a fixed order (a trial's start, its turns,
+    its end and reward, trial after trial), so that a seed gives the same evaluation."""
+
+    def __init__(
+        self, after_updates: int, rng: random.Random, group_size: int, captures: SyntheticCaptures | None
+    ) -> None:
+        self.step = after_updates  # a held-out group's step: the updates behind the weights
+        self.rng = rng
+        self.group_size = group_size
+        self.captures = captures
+        self.clock = _Clock()
+
+    def add(self, event: Event) -> None:
+        self.clock.add(HeldOutEvent.wrap(event, self.step))
+
+    def group(self, g: int, task: str, chance: float, start: float) -> tuple[list[float], float]:
+        """Group ``g`` of ``task``: its trials' rewards, and when its last trial ended."""
+        names = [trial_id(task, self.step, g, k) for k in range(self.group_size)]
+        self.add(
+            GroupStarted(ts=start, step=self.step, group=g, task=task, trials=names, proxy_url="http://127.0.0.1:41000")
+        )
+        rewards: list[float] = []
+        end = start
+        for k, name in enumerate(names):
+            t, reward = self.trial(g, task, chance, name, start, start + 0.01 * k)
+            rewards.append(reward)
+            end = max(end, t)
+        self.add(GroupEnded(ts=end + 0.01, step=self.step, group=g, rewards=list(rewards), ok=True))
+        return rewards, end
+
+    def trial(self, g: int, task: str, chance: float, name: str, group_start: float, t: float) -> tuple[float, float]:
+        """One trial queued at ``t``: when it ended, and its reward (1 with the task's chance)."""
+        step = self.step
+        self.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.QUEUED, task=task))
+        t += self.rng.uniform(0.5, 2.0)
+        self.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.AGENT, task=task))
+        t, n_turns, out_tokens = self.turns(g, task, name, t)
+        t += self.rng.uniform(0.5, 1.5)
+        reward = 1.0 if self.rng.random() < chance else 0.0
+        self.add(
+            TrialEnded(
+                ts=t,
+                step=step,
+                group=g,
+                trial=name,
+                outcome=TrialOutcome.SUBMITTED,
+                scored=True,
+                reward=reward,
+                turns=n_turns,
+                output_tokens=out_tokens,
+                trial_dir=None,
+                timings={"total": t - group_start},
+            )
+        )
+        self.add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
+        return t, reward
+
+    def turns(self, g: int, task: str, name: str, t: float) -> tuple[float, int, int]:
+        """A trial's one to three model calls from ``t``: when the last ended, how many, and
+        their output tokens."""
+        n_turns = self.rng.randint(1, 3)
+        out_tokens = 0
+        for turn in range(n_turns):
+            t += self.rng.uniform(1.0, 4.0)
+            otoks = self.rng.randint(40, 300)
+            request = ProxyRequest(
+                ts=t,
+                step=self.step,
+                group=g,
+                trial=name,
+                api="openai",
+                stream=False,
+                status=200,
+                captured=True,
+                turn=turn,
+                prompt_tokens=800 + 300 * turn,
+                output_tokens=otoks,
+                stop_reason="stop",
+                sample_ms=otoks * 4.0,
+                total_ms=otoks * 4.0 + 12,
+            )
+            self.add(request)
+            out_tokens += otoks
+            if self.captures is not None:
+                self._capture(self.captures, request, task, turn)
+        return t, n_turns, out_tokens
+
+    def _capture(self, captures: SyntheticCaptures, request: ProxyRequest, task: str, turn: int) -> None:
+        """The turn's capture line, in the file the held-out proxy writes under the run folder's heldout/."""
+        content = f"Task {task}: make the tests pass." if turn == 0 else f"<output>step {turn}</output>"
+        captures.add(request, [{"role": "user", "content": content}], _reply(REPLIES[turn], turn))
+        pending = captures.pending.get((request.trial, turn))
+        if pending is not None:
+            pending.path = captures.folder.heldout.capture_file(self.step, request.group, request.trial)
 
 
 @dataclass(frozen=True)
@@ -693,12 +729,8 @@ async def play(
                 await asyncio.sleep(delay)
         elif n % 50 == 0:
             await asyncio.sleep(0)
-        if captures is not None and isinstance(event, ProxyRequest):
-            captures.write(event)
-        elif captures is not None and isinstance(event, HeldOutEvent):
-            inner = event.unwrap()
-            if isinstance(inner, ProxyRequest):
-                captures.write(inner)
+        if captures is not None:
+            _write_capture(captures, event)
         bus.publish(dataclasses.replace(event, ts=_time.time()) if retime else event)
         if isinstance(event, ErrorRaised) and event.decision_needed:
             waited = _time.monotonic()
@@ -707,6 +739,21 @@ async def play(
             if choice == Decision.ABORT:
                 aborted = True
                 break
+    return _end_played_run(bus, control, step, aborted)
+
+
+def _write_capture(captures: SyntheticCaptures, event: Event) -> None:
+    """The capture line of a model call's event (a held-out one's too), if it has one pending."""
+    if isinstance(event, ProxyRequest):
+        captures.write(event)
+    elif isinstance(event, HeldOutEvent):
+        inner = event.unwrap()
+        if isinstance(inner, ProxyRequest):
+            captures.write(inner)
+
+
+def _end_played_run(bus, control, step: int, aborted: bool) -> RunStatus:
+    """How the played run ended (aborted, stopped with a checkpoint, or done), said on ``bus``."""
     if aborted or control.abort_requested.is_set():
         status = RunStatus.ABORTED
     elif control.stop_requested:
