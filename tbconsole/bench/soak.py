@@ -358,8 +358,8 @@ def soak(
 ) -> Soak:
     """Run the soak into ``log_path`` (a fresh folder) and sample it at every batch.ended.
 
-    One polling loop, kept whole because its state (the step being sampled, the attached console,
-    the previous step's open files) is read and written by every branch of it."""
+    Long because it is one polling loop whose state (the step being sampled, the attached console,
+    the previous step's open files) every branch of it reads and writes."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     lag_file = log_path.parent / f"{log_path.name}-loop-lag.txt"
     lag_file.write_text("")
