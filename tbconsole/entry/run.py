@@ -142,10 +142,10 @@ async def _headless(parsed, prepare, decision_timeout: float | None, detached: b
         snapshots.stop()  # after the last event: the final snapshot covers the whole run
 
 
-def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.Popen:
+def start_detached(command: str, args: list[str], folder: RunFolder) -> subprocess.Popen:
     """``tbconsole <command> ARGS`` as a detached runner: its own session (closing the terminal
     or the console leaves it running), no stdin, stdout and stderr appended to runner.log."""
-    runner_log = RunFolder(log_path).runner_log
+    runner_log = folder.runner_log
     runner_log.parent.mkdir(parents=True, exist_ok=True)
     with open(runner_log, "ab") as out:
         runner = subprocess.Popen(
@@ -161,18 +161,18 @@ def start_detached(command: str, args: list[str], log_path: Path) -> subprocess.
     return runner
 
 
-def wait_until_live(runner: subprocess.Popen, log_path: Path, log_offset: int, poll: float = 0.1) -> bool:
+def wait_until_live(runner: subprocess.Popen, folder: RunFolder, log_offset: int, poll: float = 0.1) -> bool:
     """Wait until ``runner`` holds the run folder's lease. If it exits first, print what it wrote
     to runner.log (from ``log_offset``) and return False."""
     from tbconsole.record.enums import RunnerState
     from tbconsole.record.lease import read_lease
 
     while True:
-        view = read_lease(log_path)
+        view = read_lease(folder.root)
         if view.state is RunnerState.LIVE and view.pid == runner.pid:
             return True
         if runner.poll() is not None:
-            runner_log = RunFolder(log_path).runner_log
+            runner_log = folder.runner_log
             try:
                 with open(runner_log, "rb") as f:
                     f.seek(log_offset)
@@ -190,11 +190,12 @@ def wait_until_live(runner: subprocess.Popen, log_path: Path, log_offset: int, p
 def detached(command: str, args: list[str], log_path: Path, *, console: bool, theme: str | None) -> int:
     """Start the run's detached runner; then open the console attached to it, or (``console``
     False) say how to find it. Quitting the console leaves the run going."""
-    runner_log = RunFolder(log_path).runner_log
+    folder = RunFolder(log_path)
+    runner_log = folder.runner_log
     log_offset = runner_log.stat().st_size if runner_log.exists() else 0
-    runner = start_detached(command, args, log_path)
+    runner = start_detached(command, args, folder)
     try:
-        if not wait_until_live(runner, log_path, log_offset):
+        if not wait_until_live(runner, folder, log_offset):
             return 1
     except KeyboardInterrupt:
         runner.send_signal(signal.SIGTERM)
