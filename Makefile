@@ -34,3 +34,9 @@ docs: setup
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit tests alone, in well under a minute: none starts a process, the engine, a sandbox, the
+# demo recording or the console app (tests/conftest.py fails one not marked e2e that does).
+.PHONY: test-fast
+test-fast: setup
+	$(PY) -m pytest -m "not e2e" -q

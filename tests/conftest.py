@@ -1,5 +1,8 @@
+import contextlib
+import gc
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +17,10 @@ from tests_support.prereqs import IN_CI, missing
 from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
 offline.apply_embedded_defaults()
+# The processor's name that platform.platform() reports comes from `uname -p`, run once per
+# interpreter and cached (the OpenAI SDK reads it for its headers): asked here, before any unit
+# test, which may start no process.
+platform.platform()
 
 
 def sandbox_problem() -> str | None:
@@ -29,7 +36,18 @@ def sandbox_problem() -> str | None:
 SANDBOX_FIX = "Run the tests as root on Linux with user namespaces and overlayfs (see README, The local sandbox)."
 
 
+def pytest_collection_finish(session):
+    # What the imports and the collection made lives for the whole session: out of the collector's
+    # way, so that the collections during the tests, the ones pytest makes at its end and the one
+    # at exit do not walk it again and again (seconds, with torch, harbor and litellm loaded).
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(config, items):
+    unmarked = [i.nodeid for i in items if ("root" in i.keywords or "slow" in i.keywords) and "e2e" not in i.keywords]
+    if unmarked:
+        raise pytest.UsageError(f"marked root or slow but not e2e (a sandbox or a long run is end to end): {unmarked}")
     problem = sandbox_problem()
     if problem is None or IN_CI:  # in CI each root test fails in its setup instead (pytest_runtest_setup)
         return
@@ -39,11 +57,118 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
+    if item.get_closest_marker("e2e") is None:
+        # The engine runs in-process: refused by name, before it is set up.
+        engine = [name for name in ("engine", "service_client") if name in getattr(item, "fixturenames", ())]
+        if engine:
+            pytest.fail(f"{item.nodeid} uses the engine ({engine[0]}): {MARK_IT}", pytrace=False)
     if IN_CI and "root" in item.keywords:
         problem = sandbox_problem()
         if problem is not None:
             missing(f"local sandbox unavailable here: {problem}", SANDBOX_FIX)
+    with _no_process_started(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _no_process_started(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with _no_process_started(item):
+        return (yield)
+
+
+# -- unit tests start no process ------------------------------------------------------------------
+# The suite splits by cost: unit tests (``-m "not e2e"``, ``make test-fast``) start no process, no
+# engine, no sandbox, no demo recording and no console app (Textual's run_test, a snapshot);
+# end-to-end tests carry the ``e2e`` marker. While a unit test is set up (its fixtures of every
+# scope), runs and is torn down, whatever would start one of these raises, and the test fails even
+# where the code under test caught that: a misfiled test shows at once instead of slowing the fast set.
+
+MARK_IT = "mark it e2e (pytestmark = pytest.mark.e2e, or @pytest.mark.e2e on the test)"
+STARTED = pytest.StashKey[list[str]]()
+
+
+class NotAUnitTest(Exception):
+    """A test not marked e2e started a process, the engine or the console app."""
+
+
+def _process_starters() -> list[tuple[object, str]]:
+    """What starts a process: subprocess (and asyncio's subprocesses, os.popen, which go through it),
+    fork (multiprocessing, pty, os.spawn*), posix_spawn, os.system, and the fork_exec that
+    multiprocessing's spawn calls directly."""
+    import _posixsubprocess
+
+    return [
+        (subprocess.Popen, "_execute_child"),
+        (os, "fork"),
+        (os, "forkpty"),
+        (os, "posix_spawn"),
+        (os, "posix_spawnp"),
+        (os, "system"),
+        (_posixsubprocess, "fork_exec"),
+    ]
+
+
+def _caller() -> str:
+    """Where the process was asked for: the innermost frame outside the standard library."""
+    import sysconfig
+    import traceback
+
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if not frame.filename.startswith(stdlib):
+            return f"{frame.filename}:{frame.lineno}"
+    return "?"
+
+
+@contextlib.contextmanager
+def _no_process_started(item):
+    """For a test not marked e2e: starting a process raises (and is noted in the item's stash). The
+    engine and the console app too, where their modules are loaded (they run in-process)."""
+    if item.get_closest_marker("e2e") is not None:
+        yield
+        return
+    started = item.stash.setdefault(STARTED, [])
+
+    def refuse(what: str):
+        def starter(*args, **kwargs):
+            what_where = f"{what} from {_caller()}"
+            started.append(what_where)
+            raise NotAUnitTest(f"a unit test started {what_where}: {MARK_IT}")
+
+        return starter
+
+    with pytest.MonkeyPatch.context() as patch:
+        for owner, name in _process_starters():
+            if hasattr(owner, name):
+                patch.setattr(owner, name, refuse(f"a process ({getattr(owner, '__name__', owner)}.{name})"))
+        server = sys.modules.get("tbconsole.engine.server")
+        if server is not None:
+            patch.setattr(server.Engine, "__init__", refuse("the engine"))
+        textual_app = sys.modules.get("textual.app")
+        if textual_app is not None:  # run_test for Pilot, run_async for run and the snapshots
+            patch.setattr(textual_app.App, "run_test", refuse("the console app (App.run_test)"))
+            patch.setattr(textual_app.App, "run_async", refuse("the console app (App.run_async)"))
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A phase of a unit test that started a process fails, though the code under test caught it."""
+    report = yield
+    started = item.stash.get(STARTED, [])
+    if started and report.passed:
+        report.outcome = "failed"
+        report.longrepr = f"a unit test started {', '.join(dict.fromkeys(started))}: {MARK_IT}"
+    started.clear()
+    return report
 
 
 @pytest.fixture(autouse=True)
@@ -166,13 +291,22 @@ def pytest_runtest_protocol(item, nextitem):
     yield
 
 
+@pytest.fixture
+def demo_run(request) -> Path:
+    """The run folder of the session's demo recording (``demo_recording``), for e2e tests only: a
+    unit test that asks for it fails before anything is recorded."""
+    if request.node.get_closest_marker("e2e") is None:
+        pytest.fail(f"{request.node.nodeid} uses the demo recording (demo_run): {MARK_IT}", pytrace=False)
+    return request.getfixturevalue("demo_recording")
+
+
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> Path:
+def demo_recording(tmp_path_factory) -> Path:
     """The run folder of a real, finished `tbconsole demo --headless` (DEMO_RUN_STEPS steps on the
     embedded default: real engine, Harbor trials in the local sandbox, mini-swe-agent through the
     capture proxy, PPO updates; its held-out evaluations score each variant
     DEMO_RUN_EVAL_GROUP_SIZE times). Recorded once per test session and shared: tests read it, never
-    write to it. Tests that use it need the sandbox (mark them ``root``).
+    write to it. Tests that use it (through ``demo_run``) need the sandbox: mark them ``e2e`` and ``root``.
 
     ``TBCONSOLE_TEST_DEMO_RUN=<run folder>`` reuses a folder recorded earlier (for development;
     CI records its own, so a change to what a run writes is always what the tests see)."""

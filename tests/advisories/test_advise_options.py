@@ -59,6 +59,7 @@ def test_every_default_is_valid_and_every_rule_can_be_turned_off():
     assert problems(Thresholds(off=",".join(RULES))) == []
 
 
+@pytest.mark.e2e
 def test_a_bad_threshold_exits_2_before_anything_starts(tmp_path):
     log = tmp_path / "run"
     done = subprocess.run(

@@ -12,6 +12,8 @@ from tbconsole.state.ledger import family_by_name
 
 from tests_support.advisories import raised
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.root
 def test_a_real_runs_captures_and_training_data_agree(demo_run):

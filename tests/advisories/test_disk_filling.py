@@ -6,6 +6,8 @@ import contextlib
 import errno
 import itertools
 
+import pytest
+
 from tbconsole.advisories import Thresholds
 from tbconsole.advisories.disk import FILLING
 from tbconsole.proxy.capture import CapturedTurn, CaptureWriter
@@ -36,6 +38,7 @@ def _turn(turn: int) -> CapturedTurn:
     )
 
 
+@pytest.mark.e2e
 async def test_the_disk_advisory_comes_before_the_capture_write_fails(tmpfs):
     log = tmpfs("16m") / "run"
     folder = RunFolder(log)

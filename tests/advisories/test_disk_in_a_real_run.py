@@ -15,6 +15,8 @@ import pytest
 from tbconsole.record.events import read_events
 from tbconsole.runs import diskspace
 
+pytestmark = pytest.mark.e2e
+
 SMALL = [
     "config.dataset_builder.groups_per_batch=1",
     "config.dataset_builder.group_size=2",

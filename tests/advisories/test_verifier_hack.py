@@ -26,7 +26,7 @@ from tbconsole.record.enums import LogLevel
 from tbconsole.record.events import read_events
 from tbconsole.state import reduce_all
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 HACK = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/verdict"
 PLANTED_TEST_SH = """#!/bin/bash

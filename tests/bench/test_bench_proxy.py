@@ -3,7 +3,11 @@
 import argparse
 import tempfile
 
+import pytest
+
 from tbconsole.bench import proxy as bench
+
+pytestmark = pytest.mark.e2e
 
 
 def test_bench_proxy_smoke(capsys, tmp_path, monkeypatch):

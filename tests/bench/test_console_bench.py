@@ -21,6 +21,7 @@ def test_the_terminal_places_text_where_the_cursor_moves():
     assert screen.shows("hello") and not screen.shows("title")
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_every_key_of_the_cycle_shows_its_screen(tmp_path):
     run = RunFolder(tmp_path / "run")
@@ -30,6 +31,7 @@ def test_every_key_of_the_cycle_shows_its_screen(tmp_path):
     assert all(t is not None for samples in times.values() for t in samples), times
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_the_day_bench_builds_a_run_in_flight_with_its_runners_snapshot_and_every_key_shows(tmp_path):
     """`--day`'s folder (here a small one of the same making) is a run halfway through its last

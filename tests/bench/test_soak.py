@@ -13,7 +13,7 @@ import pytest
 
 from tbconsole.bench import soak
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 STEPS = 20
 EARLY = 12  # its window: steps 10..13, after the engine's caches filled (8 snapshots, 4 merged weights)

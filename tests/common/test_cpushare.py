@@ -4,10 +4,14 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tbconsole.common.cpushare import RUNNER_SESSION_NICE, SANDBOX_SESSION_NICE, lower_session_weight, nice_weight
 from tbconsole.sandbox import limits
 
 from tests_support.prereqs import missing
+
+pytestmark = pytest.mark.e2e
 
 
 def test_a_session_and_its_children_run_at_the_lower_weight():

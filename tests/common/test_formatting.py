@@ -230,6 +230,7 @@ def test_our_command_is_tbconsole_only_where_path_finds_this_installation(tmp_pa
     assert command_name(f"{venv}", str(bare)) == f"{bare} -m tbconsole"
 
 
+@pytest.mark.e2e
 def test_a_hint_works_in_a_new_shell_with_or_without_tbconsole_on_path(tmp_path, monkeypatch):
     """This installation's own hint, run by a shell whose PATH has no tbconsole (a new shell after
     `make demo`), then one whose PATH has this venv (activated): both run this tbconsole."""

@@ -8,9 +8,13 @@ import sys
 import time
 from collections.abc import Iterator
 
+import pytest
+
 from tbconsole.common.procgroup import descendants, kill_group, kill_process, kill_tree
 
 from tests_support.prereqs import missing
+
+pytestmark = pytest.mark.e2e
 
 
 def _gone(pid: int, within_s: float = 10.0) -> bool:

@@ -80,6 +80,7 @@ def test_a_finished_newest_demo_means_a_new_one_even_with_an_older_stopped_one(t
     assert demo.resumable_run(runs, ONE_COMMAND) is None
 
 
+@pytest.mark.e2e
 def test_a_live_demo_is_never_taken_and_one_whose_runner_died_is(tmp_path, hold_lease):
     runs = tmp_path / "runs"
     live = write_run(runs / "demo-live", None, when=1000, lease=False)

@@ -16,7 +16,7 @@ from tbconsole.record.events import read_events
 
 from tests_support.processes import sandbox_cgroups_of
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 SMALL = [
     "config.dataset_builder.groups_per_batch=1",

@@ -23,7 +23,7 @@ import pytest
 from tbconsole.demo import variants as V
 from tbconsole.demo import warmup as W
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 LOOK_AROUND = "ls /app"  # the extra turn of a two-command family's agent trial
 

@@ -59,6 +59,7 @@ def answer_of(app, variant: V.Variant) -> str | None:
     return answer.read_text() if answer.exists() else None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("family", sorted(V.FAMILIES))
 def test_solution_and_near_misses_run_here_as_the_verifier_expects(tmp_path, family):
     """The commands against the variant's files on the host shell (the sandboxed run is in
@@ -78,6 +79,7 @@ def test_solution_and_near_misses_run_here_as_the_verifier_expects(tmp_path, fam
         assert answer_of(tmp_path / f"{variant.name}-oracle", variant) == expected
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("family", V.MULTI_TURN_FAMILIES)
 def test_only_the_look_up_tells_which_file_to_act_on(tmp_path, family):
     """A two-command variant: the instruction names the pointer file but not the target, the
@@ -191,6 +193,7 @@ def test_agent_prompt_splice_round_trips(tmp_path):
     assert {W.parse_command(renderer, f) for f in forms} == {V.agent_command(variant.solution)}
 
 
+@pytest.mark.e2e
 def test_warmup_usage_errors_exit_2_with_a_message(tmp_path):
     for args in (["--steps", "0"], ["--solution-share", "2"], ["--prompt", str(tmp_path / "missing.json")]):
         proc = subprocess.run(

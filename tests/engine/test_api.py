@@ -10,6 +10,8 @@ import pytest
 import tinker
 from tinker import types
 
+pytestmark = pytest.mark.e2e
+
 
 def _datum(tokens: list[int], **inputs) -> types.Datum:
     """Next-token datum over `tokens` (model input tokens[:-1], targets tokens[1:])."""

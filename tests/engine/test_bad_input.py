@@ -10,6 +10,8 @@ import tinker
 import zstandard
 from tinker import types
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def clients(service_client, base_model):

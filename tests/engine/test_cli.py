@@ -10,8 +10,11 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
+
+pytestmark = pytest.mark.e2e
 
 SCRIPT = """
 import argparse, sys

@@ -12,6 +12,8 @@ import pytest
 import torch
 from tinker import types
 
+pytestmark = pytest.mark.e2e
+
 LOW, HIGH = 0.8, 1.2
 
 

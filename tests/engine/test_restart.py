@@ -23,6 +23,8 @@ import pytest
 import tinker
 from tinker import types
 
+pytestmark = pytest.mark.e2e
+
 MODEL = "tbconsole/qwen3-tiny"
 RANK = 32
 ADAM = types.AdamParams(learning_rate=1e-2)

@@ -26,7 +26,7 @@ from tbconsole.engine import DEFAULT_MODEL, EmbeddedEngine, register_with_cookbo
 from tbconsole.engine.registry import load_tokenizer
 
 # The cookbook (0.5.8) still calls SDK methods that 0.38 deprecates.
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 PROMPTS = ["Print the current directory.", "Count the files in /tmp.", "Show the date."]
 

@@ -18,7 +18,7 @@ from tbconsole.record.runfolder import NotARun, is_run_folder, run_events
 
 from tests_support.paths import REPO
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 FIXTURES = REPO / "tests" / "ui" / "fixtures"  # recorded runs
 

@@ -15,7 +15,7 @@ from tbconsole.synthetic.run import synthetic_run, write_jsonl
 
 from tests_support.ui import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 
 def step_start(events, step: int) -> int:

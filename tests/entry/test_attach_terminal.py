@@ -13,7 +13,7 @@ from tbconsole.synthetic.run import record_run
 from tests_support.paths import FIXTURES
 from tests_support.tmux import TmuxServer
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from tests_support.paths import CORPUS
 from tests_support.web import TERMINAL_OPEN, chromium_path, free_port, wait_for_screen
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 def test_a_browser_shows_the_comparison(tmp_path):

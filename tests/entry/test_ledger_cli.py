@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tbconsole.record.control import ControlInbox, RunControl
 from tbconsole.record.events import GroupEnded, GroupStarted, RunStarted, TrialEnded, decode
 from tbconsole.record.runfolder import RunFolder
 
 from tests_support.paths import CORPUS
+
+pytestmark = pytest.mark.e2e
 
 
 def recorded_run(tmp_path: Path, name: str = "healthy-multi-turn-1") -> Path:

@@ -20,7 +20,7 @@ from tbconsole.entry.train import run_demo
 from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.record.lease import Lease
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 # Seconds to import each (Harbor's task models are not among them: the task check reads task.toml
 # with them in a tenth of a second; its agents pull in litellm).

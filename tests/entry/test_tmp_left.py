@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.timeout(300)]
 
 
 def test_the_demo_run_leaves_nothing_in_its_tmpdir_or_in_tmp(demo_run_left):

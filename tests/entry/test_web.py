@@ -67,6 +67,7 @@ def web_console(live_run, tmp_path):
             server.wait()
 
 
+@pytest.mark.e2e
 def test_a_browser_shows_the_live_console_and_p_sends_pause(live_run, web_console):
     from playwright.sync_api import sync_playwright
 

@@ -14,7 +14,7 @@ from tbconsole.entry.main import main
 from tbconsole.record.events import GroupEnded, TrialEnded, read_events
 from tbconsole.record.runfolder import RunFolder
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.timeout(300)]
 
 
 def exported(demo_run: Path, out: Path, *args: str) -> list[dict]:

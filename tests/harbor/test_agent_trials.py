@@ -22,7 +22,7 @@ from tbconsole.proxy import read_capture
 
 from tests_support.agents import EXAMPLES, first_call_facts, run_trial
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 MAX_TOKENS = 128  # the demo's config.max_tokens: the proxy caps every reply at it
 

@@ -22,7 +22,7 @@ from tbconsole.record.events import read_events
 
 from tests_support.paths import REPO
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 EXAMPLE = REPO / "examples" / "claude-code-local.json"
 

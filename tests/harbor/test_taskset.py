@@ -25,6 +25,7 @@ def test_tb2_sample_loads_through_harbor(tb2_sample):
         assert not task.runs_locally  # they need their images and their verifiers
 
 
+@pytest.mark.e2e
 def test_tb2_sample_lists_from_the_cli(tb2_sample):
     proc = subprocess.run(
         [sys.executable, "-m", "tbconsole", "tasks", str(tb2_sample)], capture_output=True, text=True, timeout=120
@@ -54,6 +55,7 @@ def test_empty_or_missing_tasks_dir_is_a_clear_error(tmp_path):
         discover(tmp_path / "file")
 
 
+@pytest.mark.e2e
 def test_broken_task_toml_is_a_clear_error(tmp_path):
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "task.toml").write_text("[agent]\ntimeout_sec = 'soon'\n")

@@ -16,7 +16,7 @@ from tbconsole.ui.data.trialfiles import load_trial_files
 
 from tests_support.processes import pids_with
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 BUNDLED = discover(BUNDLED_TASKS_DIR)
 

@@ -33,6 +33,7 @@ async def post(http: httpx.AsyncClient, request: dict) -> httpx.Response:
     return await http.post(request["url"], headers=request["headers"], json=request["json"])
 
 
+@pytest.mark.e2e
 def test_kill_mid_run_keeps_every_answered_turn(tmp_path, renderer):
     capture_dir, info = tmp_path / "capture", tmp_path / "info.json"
     proc = subprocess.Popen(

@@ -10,6 +10,8 @@ import pytest
 from tbconsole.proxy import CaptureProxy, read_capture
 from tbconsole.proxy.render import full_render
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):

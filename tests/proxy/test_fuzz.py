@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import aiohttp
+import pytest
 
 from tbconsole.proxy.scripted import Scripted, ScriptedSampler, reply_tokens
 
@@ -595,6 +596,7 @@ def _sampler(renderer) -> tuple[ScriptedSampler, list]:
     return ScriptedSampler(renderer, default=decide, record_calls=False), provoked
 
 
+@pytest.mark.e2e  # ten thousand requests through the proxy over loopback HTTP: 15 s
 async def test_fuzz_ten_thousand_requests(renderer, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     sampler, provoked = _sampler(renderer)

@@ -26,6 +26,8 @@ from tbconsole.record.runfolder import EVENTS_FILE
 from tbconsole.runner.progress import ProgressLog
 from tbconsole.runs import diskspace
 
+pytestmark = pytest.mark.e2e
+
 
 def fill(fs: Path, leave: int = 0) -> Path:
     """Another writer takes the filesystem's space, all of it or all but ``leave`` bytes."""

@@ -17,6 +17,7 @@ def test_no_runner_ever(tmp_path):
     assert read_lease(tmp_path).state is RunnerState.NONE
 
 
+@pytest.mark.e2e
 def test_a_second_runner_is_refused_and_a_killed_one_reads_gone(tmp_path, hold_lease):
     proc = hold_lease(tmp_path, ["tbconsole", "train", "config.api_key=sk-secret-123"])
     try:

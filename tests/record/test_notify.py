@@ -89,6 +89,7 @@ def advisory(severity: str, key: str = "no-signal:step=1") -> AdvisoryRaised:
     )
 
 
+@pytest.mark.e2e
 def test_the_command_gets_one_json_per_event_that_needs_someone(tmp_path, monkeypatch):
     monkeypatch.setenv("TINKER_API_KEY", "tml-supersecretvalue")
     command, out = recorder(tmp_path)
@@ -131,6 +132,7 @@ def test_the_command_gets_one_json_per_event_that_needs_someone(tmp_path, monkey
     assert not [e for e in read_events(tmp_path / "run" / "events.jsonl") if isinstance(e, LogLine)]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "command, problem",
     [("exit 3", "exited with status 3"), ("sleep 30", "was killed after 0.5s"), ("/nonexistent/cmd", "status 127")],
@@ -148,6 +150,7 @@ def test_a_failing_or_hanging_command_never_holds_the_run_and_is_logged_once(tmp
     assert len(logs) == 1 and problem in logs[0] and "not affected" in logs[0], logs
 
 
+@pytest.mark.e2e
 def test_a_hanging_command_is_killed_with_what_it_started(tmp_path):
     marker = tmp_path / "survivor"
     command = f"(sleep 2; touch {marker}) & wait"
@@ -195,6 +198,7 @@ def test_the_console_bell_rings_for_live_events_that_need_someone():
     assert inbox.drain(RunState()) == 11  # every event still reaches the state
 
 
+@pytest.mark.e2e
 def test_publishing_never_waits_for_the_command(tmp_path):
     # The command blocks until the test lets it go: publishing returns while it is still blocked.
     gate = tmp_path / "go"

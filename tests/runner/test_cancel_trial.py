@@ -22,6 +22,8 @@ from tests_support.processes import pids_with
 from tests_support.trials import context, ended, group, make_task
 from tests_support.waiting import wait_until_async
 
+pytestmark = pytest.mark.e2e
+
 HANG = "sleep 7471"  # the hanging task's command: a marker no other test's process carries
 
 

@@ -1,8 +1,12 @@
 """Every checkpoint the run saves is announced: the cookbook's periodic saves (made inside its
 loop), the final one, and a clean stop's — through the real SDK against the local engine."""
 
+import pytest
+
 from tbconsole.record.events import CheckpointSaved
 from tbconsole.runner.train import PublishingCheckpointManager
+
+pytestmark = pytest.mark.e2e
 
 
 async def test_periodic_and_final_checkpoints_publish_checkpoint_saved(tmp_path):

@@ -23,7 +23,7 @@ from tests_support.processes import pids_with
 from tests_support.tmux import TmuxServer
 from tests_support.waiting import wait_until
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 
 def control_states(log: Path) -> list[str]:

@@ -23,7 +23,7 @@ from tbconsole.runner.options import parse
 from tests_support.processes import pids_with, sandbox_cgroups_of
 from tests_support.trials import make_task
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 # CI's size; the full stress (50 runs, about 6 minutes) with TBCONSOLE_STRESS_ITERATIONS=50.
 ITERATIONS = int(os.environ.get("TBCONSOLE_STRESS_ITERATIONS", "12"))

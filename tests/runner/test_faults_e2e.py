@@ -19,6 +19,8 @@ from tbconsole.record.events import read_events
 from tests_support.healthz import healthz_server
 from tests_support.prereqs import missing
 
+pytestmark = pytest.mark.e2e
+
 SMALL = [
     "config.dataset_builder.groups_per_batch=1",
     "config.dataset_builder.group_size=2",

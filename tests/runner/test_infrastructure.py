@@ -20,7 +20,7 @@ from tbconsole.sandbox.namespace import BASE_PATH
 
 from tests_support.trials import context, group, make_task
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 
 def agent_config(timeout: float = 60) -> dict:

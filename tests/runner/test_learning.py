@@ -26,7 +26,7 @@ from tbconsole.record.runfolder import RunFolder
 
 from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 # The one-command demo is the session's shared recording (conftest's ``demo_run``: DEMO_RUN_STEPS
 # steps, a checkpoint after every update, held-out evaluations before and after); the multi-turn

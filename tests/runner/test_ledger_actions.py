@@ -21,6 +21,8 @@ from tbconsole.runner.schedule import Change, Schedule, round_robin
 from tests_support.paths import SHARED
 from tests_support.trials import make_task
 
+pytestmark = pytest.mark.e2e
+
 # -- the schedule ------------------------------------------------------------------------------
 
 

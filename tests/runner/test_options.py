@@ -92,6 +92,7 @@ def _train(*args, cwd, env=None):
     )
 
 
+@pytest.mark.e2e
 def test_cli_help_lists_every_option(tmp_path):
     proc = _train("--help", cwd=tmp_path)
     assert proc.returncode == 0
@@ -105,6 +106,7 @@ def test_cli_help_lists_every_option(tmp_path):
         assert key in proc.stdout
 
 
+@pytest.mark.e2e
 def test_cli_bad_input_exits_2_and_starts_nothing(tmp_path):
     trial = tmp_path / "trial.json"
     trial.write_text(json.dumps({"agent": {"name": "nop"}}))

@@ -19,7 +19,7 @@ from tests_support.processes import pids_with
 from tests_support.trials import context, ended, group, make_task
 from tests_support.waiting import wait_until_async
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 
 async def test_completed_and_timed_out_trials_are_scored(tmp_path, sandbox_root):

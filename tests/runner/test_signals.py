@@ -23,6 +23,8 @@ from tests_support.detached import SMALL, assert_stopped_cleanly, demo_env, wait
 from tests_support.processes import pids_with, sandbox_cgroups_of
 from tests_support.waiting import wait_until
 
+pytestmark = pytest.mark.e2e
+
 
 async def _signal(signum: int, handled=None) -> None:
     """Signal this process and let the loop run the handler: until ``handled()`` holds, or (a

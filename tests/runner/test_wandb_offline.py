@@ -20,7 +20,7 @@ import pytest
 from tbconsole.record.events import AdvisoryCleared, AdvisoryRaised, EventBus, LogLine
 from tbconsole.runner.wandb_advisories import ACTIVE_KEY, COLUMNS, TABLE_KEY, WandbAdvisories
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 BLOCK = 32 * 1024
 HEADER = 7

@@ -33,6 +33,7 @@ def small_fs(tmp_path):
         subprocess.run(["umount", "-l", str(where)], check=True)
 
 
+@pytest.mark.e2e
 def test_free_space_of_a_path_that_does_not_exist_yet(small_fs):
     assert free_bytes(small_fs) == 4 << 20
     assert free_bytes(small_fs / "runs" / "demo-1") == 4 << 20  # measured where it would be made
@@ -40,6 +41,7 @@ def test_free_space_of_a_path_that_does_not_exist_yet(small_fs):
     assert free_bytes(small_fs / "runs") == 3 << 20
 
 
+@pytest.mark.e2e
 def test_check_free_says_where_how_much_and_what_to_do(small_fs):
     run = small_fs / "runs" / "demo-1"
     assert check_free(run, 1 << 20, "config.log_path") == 4 << 20
@@ -52,6 +54,7 @@ def test_check_free_says_where_how_much_and_what_to_do(small_fs):
     assert isinstance(caught.value, OSError)
 
 
+@pytest.mark.e2e
 def test_the_default_need_is_the_documented_constant(small_fs):
     assert RUN_NEED_BYTES == 512 << 20
     with pytest.raises(DiskSpaceError, match="512 MiB needed"):

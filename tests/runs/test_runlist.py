@@ -35,6 +35,7 @@ def write_run(folder: Path, end: str | None = None, paused: bool = False) -> Pat
     return folder
 
 
+@pytest.mark.e2e
 def test_states_from_events_and_lease(tmp_path, hold_lease):
     root = tmp_path / "runs"
     hold_lease(write_run(root / "live"))

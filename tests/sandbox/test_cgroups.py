@@ -21,7 +21,7 @@ from tbconsole.sandbox.namespace import clean_leftovers
 from tests_support.prereqs import CGROUP_FIX, missing
 from tests_support.processes import pids_with
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 MARKER = "7451"
 RUNNER = textwrap.dedent("""

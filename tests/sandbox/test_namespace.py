@@ -24,7 +24,7 @@ from tests_support.paths import REPO
 from tests_support.prereqs import CGROUP_FIX, missing
 from tests_support.processes import pids_with
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from tbconsole.sandbox.namespace import NamespaceSandbox, SandboxError, SandboxS
 
 from tests_support.processes import pids_with
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.e2e, pytest.mark.root]
 
 # CI's size; the full stress (50 iterations) with TBCONSOLE_STRESS_ITERATIONS=50.
 ITERATIONS = int(os.environ.get("TBCONSOLE_STRESS_ITERATIONS", "20"))

@@ -298,6 +298,7 @@ def test_bad_lines_are_skipped(tmp_path):
     assert [r.trial for r in tl.trials] == ["hello-file.s0g0t0"] and not tl.from_spans
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 @pytest.mark.slow
 def test_real_demo_run(demo_run):

@@ -43,6 +43,7 @@ def advisory_notes(app) -> list[str]:
     return [n.message for n in app._notifications if n.title.startswith("advisory")]
 
 
+@pytest.mark.e2e
 async def test_strip_counts_by_severity_and_hides_without_advisories(finished_events):
     app = replay_app(with_advisories(finished_events))
     async with app.run_test(size=(120, 36)) as pilot:
@@ -70,6 +71,7 @@ def test_strip_says_when_the_last_one_cleared_then_goes_quiet():
     assert line is not None and "\x1b" not in line.plain and "\x07" not in line.plain
 
 
+@pytest.mark.e2e
 async def test_v_lists_active_then_cleared_and_enter_jumps(finished_events):
     app = replay_app(with_advisories(finished_events))
     async with app.run_test(size=(120, 36)) as pilot:
@@ -119,6 +121,7 @@ async def test_v_lists_active_then_cleared_and_enter_jumps(finished_events):
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
 
 
+@pytest.mark.e2e
 async def test_a_new_error_advisory_notifies_once_never_on_catch_up(finished_events):
     events = with_advisories(finished_events)  # its error advisory is minutes old at T_FIXED
     app = ConsoleApp(source=ListSource(events), clock=lambda: T_FIXED)
@@ -147,6 +150,7 @@ async def test_a_new_error_advisory_notifies_once_never_on_catch_up(finished_eve
         assert advisory_notes(replayed) == []
 
 
+@pytest.mark.e2e
 async def test_groups_with_one_reward_say_what_they_mean(finished_events):
     state = reduce_all(finished_events)
     solved, failed = state.groups[(2, 0)], state.groups[(1, 1)]  # hello-file all 1; recover-lost-commit all 0
@@ -227,6 +231,7 @@ def test_an_advisory_row_wraps_under_its_message_never_a_value_alone():
         assert "measured 0.5158" in "\n".join(detail)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", [(150, 45), (80, 24)], ids=["150x45", "80x24"])
 async def test_the_advisories_list_keeps_its_values_with_their_words_on_screen(finished_events, size):
     app = replay_app([*finished_events, SHRINKING])
@@ -242,6 +247,7 @@ async def test_the_advisories_list_keeps_its_values_with_their_words_on_screen(f
         assert any(line.startswith("measured 0.5158") or " measured 0.5158" in line for line in lines)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("theme", ["dark", "light"])
 def test_advisories_screen(snap_compare, finished_events, theme):
     async def open_it(pilot):

@@ -43,12 +43,14 @@ async def read(pilot):
     await pilot.pause(0.2)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", [(120, 60), (80, 40)], ids=["120x60", "80x40"])
 def test_compare_screen(snap_compare, run_folders, size):
     app = CompareApp([RunReading.open(p) for p in run_folders], theme="dark")
     assert snap_compare(app, terminal_size=size, run_before=read)
 
 
+@pytest.mark.e2e
 async def test_a_live_run_is_followed(tmp_path, hold_lease):
     """One run finished, one going on (its runner's lease held): the screen reads on while one is
     live, showing the steps the growing run gains, and says so in its title."""

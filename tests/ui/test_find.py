@@ -113,6 +113,7 @@ def first_command_word(folder, state):
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_find_across_a_real_runs_trials_and_open_one(demo_run):
     folder = RunFolder(demo_run)
@@ -158,6 +159,7 @@ async def test_find_across_a_real_runs_trials_and_open_one(demo_run):
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 def test_a_search_over_a_real_run_is_bounded(demo_run):
     folder = RunFolder(demo_run)
@@ -196,6 +198,7 @@ def runners_ids(folder, events):
     return [renamed(e) for e in events]
 
 
+@pytest.mark.e2e
 async def test_all_kept_steps_are_every_step_the_run_folder_keeps(tmp_path):
     """Five steps recorded: the memory holds the last three (KEEP_STEPS), the run folder all five.
     ctrl+t searches them all, says which, and a match in step 0 opens with its turns."""
@@ -236,6 +239,7 @@ async def test_all_kept_steps_are_every_step_the_run_folder_keeps(tmp_path):
 # -- snapshots ------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("theme", ["dark", "light"])
 def test_find_screen(snap_compare, theme):
     """`sort` in step 1 of a recorded demo run: each trial's tool call."""

@@ -62,6 +62,7 @@ def column(actions, *, running=False, outcome="Submitted", scored=True, reward=N
     )
 
 
+@pytest.mark.e2e
 def test_the_comparison_and_the_search_are_plain_python():
     code = (
         "import sys, tbconsole.ui.present.group_compare, tbconsole.ui.present.transcript_search\n"
@@ -160,6 +161,7 @@ def diverging_group(state, folder):
     return None, None
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_group_view_of_a_real_run_shows_where_its_trials_diverge(demo_run):
     folder = RunFolder(demo_run)
@@ -203,6 +205,7 @@ async def test_group_view_of_a_real_run_shows_where_its_trials_diverge(demo_run)
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_group_view_takes_turns_as_they_are_captured(demo_run, tmp_path):
     """A group caught while its trials run: the view picks up capture lines as they are written."""
@@ -264,6 +267,7 @@ def test_the_cursor_starts_on_the_turn_that_differs_else_the_first():
     assert first_row(dataclasses.replace(base, columns=apart, divergence=2)) == 5 + 2  # turn 3 ◆
 
 
+@pytest.mark.e2e
 async def test_group_view_opens_on_the_groups_actions():
     """g on a trial: the cursor is on a turn's action in that trial's column, without a key."""
     app = ConsoleApp(replay=Replay(run_events(GROUP_RUN)), mode="replay", clock=lambda: T_FIXED)
@@ -284,6 +288,7 @@ async def test_group_view_opens_on_the_groups_actions():
 # -- snapshots ------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("theme", ["dark", "light"])
 def test_group_screen(snap_compare, theme):
     """Step 1, group 1 of a recorded demo run: four trials, three commands, rewards 0 and 1."""

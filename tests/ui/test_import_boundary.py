@@ -4,6 +4,10 @@ loads the app without the heavy modules (each checked in a fresh interpreter).""
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 
 def test_plain_parts_of_the_ui_do_not_import_textual():
     modules = [

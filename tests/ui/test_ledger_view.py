@@ -59,6 +59,7 @@ def waste_by_task(events) -> dict[str, float]:
     return out
 
 
+@pytest.mark.e2e
 async def test_sorted_by_waste_then_the_other_orders_and_families():
     events = corpus_events(MULTI_STEP)
     app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
@@ -99,6 +100,7 @@ def _live_events():
     return events[:last]
 
 
+@pytest.mark.e2e
 async def test_drop_readmit_and_weight_go_to_the_runs_control_inbox(tmp_path):
     inbox = RunFolder(tmp_path).control_inbox
     inbox.mkdir(parents=True)
@@ -131,6 +133,7 @@ async def test_drop_readmit_and_weight_go_to_the_runs_control_inbox(tmp_path):
         assert len(sent()) == 2 and any("in the batches already" in n.message for n in app._notifications)
 
 
+@pytest.mark.e2e
 async def test_in_process_the_runs_control_gets_them_or_refuses_with_a_notification():
     got = []
     control = RunControl(lambda event: None)
@@ -233,6 +236,7 @@ def test_weight_prompt_reads_0_to_10():
     assert parse_weight("two") is None
 
 
+@pytest.mark.e2e
 async def test_pending_then_applied_when_its_batch_starts():
     events = hand_made()
     app = ConsoleApp(
@@ -247,6 +251,7 @@ async def test_pending_then_applied_when_its_batch_starts():
         await wait_for(pilot, lambda: "weight 2 " in screen_text(app) and "(pending)" not in screen_text(app))
 
 
+@pytest.mark.e2e
 async def test_hostile_task_names_are_shown_inertly():
     names = (HOSTILE, "[bold]b", "tab\there", "bell\x07", "[link=file:///etc]e[/link]")
     app = ConsoleApp(replay=Replay(hand_made(names=names)), mode="replay", clock=lambda: T_FIXED)
@@ -282,6 +287,7 @@ def synthetic(steps: int = 100, tasks: int = 89, groups: int = 32) -> RunState:
     return state
 
 
+@pytest.mark.e2e
 async def test_one_redraw_of_a_long_run_costs_only_what_is_on_view():
     state = synthetic()
     app = ConsoleApp(replay=Replay([]), mode="replay", clock=lambda: T_FIXED)
@@ -332,12 +338,14 @@ def _open(app_keys=("D",)):
     return run_before
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", [(80, 24), (160, 40)], ids=["80x24", "160x40"])
 def test_snapshot_recorded_run(snap_compare, size):
     app = ConsoleApp(replay=Replay(corpus_events(MULTI_STEP)), mode="replay", clock=lambda: T_FIXED)
     assert snap_compare(app, terminal_size=size, run_before=_open())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", [(80, 24), (160, 40)], ids=["80x24", "160x40"])
 def test_snapshot_drop_and_policy_skip(snap_compare, size):
     app = ConsoleApp(replay=Replay(hand_made()), mode="replay", clock=lambda: T_FIXED)

@@ -18,7 +18,7 @@ from tbconsole.ui.screens.timeline import TimelineScreen
 from tests_support.paths import FIXTURES
 from tests_support.ui import rendered, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 def replay_app(folder, theme="dark"):

@@ -161,6 +161,7 @@ def _varied_turn(run: Path) -> tuple[str, int, list[float]]:
     return best[1], best[2], best[3]
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_token_colours_change_with_logprob(demo_run):
     trial, turn, logprobs = _varied_turn(demo_run)
@@ -188,6 +189,7 @@ async def test_token_colours_change_with_logprob(demo_run):
         assert "this turn" in legend and f"{len(logprobs)} tokens" in legend
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_cursor_and_click_show_a_tokens_numbers(demo_run):
     trial, turn, logprobs = _varied_turn(demo_run)
@@ -227,6 +229,7 @@ async def test_cursor_and_click_show_a_tokens_numbers(demo_run):
         assert screen.ranks[screen.cursor] == rank % len(record.output) + 1
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_turns_held_out_trials_and_back(demo_run):
     state = reduce_all(read_events(demo_run / "events.jsonl"))
@@ -254,6 +257,7 @@ async def test_turns_held_out_trials_and_back(demo_run):
             assert screen.pieces
 
 
+@pytest.mark.e2e
 @pytest.mark.root
 async def test_trainer_logprobs_are_recorded_and_shown(demo_run):
     """The run writes the trainer's log-prob of every trained token beside the captures; over a
@@ -303,6 +307,7 @@ def _fixture_trial() -> str:
     return next((TOKEN_FIXTURE / "capture").rglob("*.jsonl")).stem
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("theme", ["dark", "light"])
 def test_token_screen_snapshot(snap_compare, theme):
     async def open_tokens(pilot):

@@ -11,7 +11,7 @@ from tbconsole.ui.data.source import Replay
 from tests_support.recorded import record_finished
 from tests_support.ui import T_FIXED
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 async def open_transcript(pilot):

@@ -11,7 +11,7 @@ from tbconsole.ui.data.source import ListSource, LocalControls, Replay
 
 from tests_support.ui import T_FIXED, settle
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 class _Control:

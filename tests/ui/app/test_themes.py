@@ -105,6 +105,7 @@ def test_the_settings_live_in_the_users_config_folder(monkeypatch, tmp_path):
     assert remembered_theme() is None and remember_theme("tbconsole-dark") and remembered_theme() == "tbconsole-dark"
 
 
+@pytest.mark.e2e
 async def test_the_theme_chosen_is_the_next_consoles(finished_events):
     from tbconsole.ui.app import ConsoleApp
     from tbconsole.ui.data.source import Replay

@@ -23,7 +23,7 @@ from tbconsole.ui.screens.transcript import TranscriptScreen
 
 from tests_support.ui import T_FIXED, rendered, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 
 def live_app(events, *, speed=float("inf"), **kwargs):

@@ -53,6 +53,7 @@ def text_of(app, selector, width=200):
     return rendered(app.screen.query_one(selector), width)
 
 
+@pytest.mark.e2e
 async def test_a_killed_runner_reads_dead_within_seconds(tmp_path, hold_lease):
     run = run_folder(tmp_path)
     proc = hold_lease(run, COMMAND)
@@ -82,6 +83,7 @@ async def test_a_killed_runner_reads_dead_within_seconds(tmp_path, hold_lease):
     assert not any((run / "control" / "inbox").iterdir())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("end, badge", [(None, "ENDED"), ("stopped", "STOPPED"), ("done", "DONE")])
 async def test_an_ended_runner_shows_how_the_run_ended(tmp_path, end, badge):
     run = run_folder(tmp_path, end)
@@ -100,6 +102,7 @@ async def test_an_ended_runner_shows_how_the_run_ended(tmp_path, end, badge):
             assert f"resume: {command_line('demo')}" in notice
 
 
+@pytest.mark.e2e
 def test_q_leaves_at_once_and_the_run_goes_on(tmp_path, hold_lease, monkeypatch, capsys):
     run = run_folder(tmp_path)
     proc = hold_lease(run, COMMAND)

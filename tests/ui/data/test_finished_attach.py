@@ -77,6 +77,7 @@ def test_index_finds_the_steps_as_step_marks_does(tmp_path):
         assert all(path.read_bytes()[o:].startswith(b'{"v":1,"kind":"batch.started"') for o in index.offsets)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("snapshot", [True, False])
 async def test_a_finished_run_opens_at_its_end_from_the_snapshot(tmp_path, monkeypatch, snapshot):
     log_path = tmp_path / "run"
@@ -97,6 +98,7 @@ async def test_a_finished_run_opens_at_its_end_from_the_snapshot(tmp_path, monke
         assert app.screen.grid.border_title == f"trials · step {events[-1].step}"
 
 
+@pytest.mark.e2e
 async def test_step_moves_give_the_state_of_a_fresh_fold(tmp_path):
     log_path = tmp_path / "run"
     events = finished_run(log_path)
@@ -135,6 +137,7 @@ async def test_step_moves_give_the_state_of_a_fresh_fold(tmp_path):
     assert closing_summary(app, log_path) == exit_summary(reduce_all(events), read_lease(log_path), log_path)
 
 
+@pytest.mark.e2e
 async def test_moves_asked_while_opening_are_made_once_open(tmp_path):
     log_path = tmp_path / "run"
     events = finished_run(log_path)
@@ -188,6 +191,7 @@ def test_timeline_index_is_kept_and_read_on(tmp_path):
         assert second.timeline() == fresh.timeline()
 
 
+@pytest.mark.e2e
 async def test_a_long_move_shows_a_notice_and_the_console_keeps_answering(tmp_path, monkeypatch):
     log_path = tmp_path / "run"
     events = finished_run(log_path)

@@ -14,7 +14,7 @@ from tbconsole.ui.screens.transcript import TranscriptScreen
 
 from tests_support.ui import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 
 def footer_text(app) -> str:

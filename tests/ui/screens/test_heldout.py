@@ -117,6 +117,7 @@ def test_an_unfinished_evaluation_stops_its_clocks_when_the_run_ends():
     assert not ev.running and ev.reward is None and state.last_evaluation is not ev
 
 
+@pytest.mark.e2e
 async def test_grid_row_and_enter_opens_a_heldout_transcript(tmp_path):
     run = tmp_path / "run"
     record_run(run, steps=2, groups=2, group_size=2, heldout_at=(2,))

@@ -227,6 +227,7 @@ def console_screens() -> set[type]:
     return found - {CompareScreen}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
 async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
     folder, events, _ = hostile_run
@@ -316,6 +317,7 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
     assert folder.is_dir()
 
 
+@pytest.mark.e2e
 async def test_the_compare_screen_shows_hostile_runs_inertly(hostile_run, tmp_path):
     """``tbconsole compare`` over two copies of the hostile run: task names, labels, settings."""
     folder, _, _ = hostile_run

@@ -21,7 +21,7 @@ from tbconsole.ui.widgets.header import RunHeader
 from tests_support.paths import FIXTURES
 from tests_support.ui import T_FIXED, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 SIZES = [(150, 45), (80, 24)]
 STOPPED = "stopped cleanly before batch 3"  # the runner's words for a clean stop
 

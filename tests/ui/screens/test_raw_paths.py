@@ -122,6 +122,7 @@ def test_the_state_keeps_paths_and_ids_and_inerts_the_rest(tmp_path):
     assert dict(trial.metadata) == dict(RAW)
 
 
+@pytest.mark.e2e
 async def test_the_transcript_of_a_trial_whose_folder_name_holds_escapes(tmp_path):
     run, trial_dir, _events = make_run(tmp_path)
     app = ConsoleApp(source=TailSource(run), mode="attach", clock=lambda: T0 + 6)
@@ -174,6 +175,7 @@ async def test_the_transcript_of_a_trial_whose_folder_name_holds_escapes(tmp_pat
         assert "look at" in text and not controls_in(text), controls_in(text)
 
 
+@pytest.mark.e2e
 async def test_the_ledger_sends_the_real_task_name(tmp_path):
     run, _trial_dir, events = make_run(tmp_path)
     inbox = RunFolder(run).control_inbox

@@ -90,6 +90,7 @@ def test_a_line_without_text_is_decoded_from_its_tokens(tmp_path):
     assert "tokens coloured by probability" in shown_text(coloured)
 
 
+@pytest.mark.e2e
 async def test_a_reply_shows_within_a_second_of_its_capture(tmp_path):
     """Live: the capture line is written, its event published; the transcript shows the reply."""
     captures = SyntheticCaptures(tmp_path)
@@ -123,6 +124,7 @@ async def test_a_reply_shows_within_a_second_of_its_capture(tmp_path):
         assert not app.state.trials[second.trial].done
 
 
+@pytest.mark.e2e
 async def test_k_opens_the_token_view_of_the_turn_at_the_top(recorded):
     folder, events = recorded
     app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: T_FIXED)
@@ -144,6 +146,7 @@ async def test_k_opens_the_token_view_of_the_turn_at_the_top(recorded):
         del screen
 
 
+@pytest.mark.e2e
 async def test_a_long_transcript_draws_only_what_is_on_screen(tmp_path):
     events = long_trial_run(tmp_path / "run", 200)
     app = ConsoleApp(replay=Replay(events), mode="replay", clock=lambda: events[-1].ts)
@@ -171,6 +174,7 @@ async def test_a_long_transcript_draws_only_what_is_on_screen(tmp_path):
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
 
 
+@pytest.mark.e2e
 async def test_a_replay_moved_back_shows_the_turns_reported_so_far(recorded):
     folder, events = recorded
     captured = Counter(e.trial for e in events if isinstance(e, ProxyRequest) and e.captured)
@@ -230,6 +234,7 @@ def head_text(app) -> str:
     return head.first().content.plain if head and head.first().content else ""
 
 
+@pytest.mark.e2e
 async def test_the_header_says_how_the_agent_exited_beside_the_outcome(recorded, tmp_path):
     """A trial cut at its step limit: Harbor saw the agent exit 0 (Submitted, scored 0); the agent's
     own record says LimitsExceeded, and so does the header."""

@@ -19,7 +19,7 @@ from tbconsole.ui.screens.transcript import TranscriptScreen
 from tests_support.ui import wait_for
 from tests_support.waiting import wait_until
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 
 def replies(screen) -> list[str]:

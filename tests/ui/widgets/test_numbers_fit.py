@@ -137,6 +137,7 @@ def screen_lines(app) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", [(120, 36), (80, 24)], ids=["120x36", "80x24"])
 async def test_a_day_shaped_run_shows_no_number_cut_short(day_events, size):
     app = ConsoleApp(source=ListSource(day_events), clock=lambda: day_events[-1].ts + 5, drain_budget_s=0.5)

@@ -2,7 +2,11 @@
 
 import dataclasses
 
+import pytest
+
 from tbconsole.synthetic.run import synthetic_run
+
+pytestmark = pytest.mark.e2e
 
 
 async def test_the_rewards_table_shows_families_of_variants():

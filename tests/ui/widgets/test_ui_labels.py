@@ -12,6 +12,7 @@ from tests_support.ui import T_FIXED, rendered, wait_for
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.mark.e2e
 async def test_one_step_number_everywhere(finished_events):
     """The header, the grid, the rewards, the replay bar and the log name a step by the same
     0-based number; counts of steps are written as counts. After the run, nobody probes the gateway."""
@@ -44,6 +45,7 @@ def test_a_range_of_one_step_is_one_step():
     assert where_text(SimpleNamespace(state=state, marks=[0, 5, 9], position=0, events=[])) == "step 0 of 0–2 "
 
 
+@pytest.mark.e2e
 async def test_hovering_a_metric_or_counter_explains_it(finished_events):
     from tbconsole.ui.present.wording import GATEWAY_HELP
     from tbconsole.ui.widgets.captures import COLUMNS_HELP
@@ -62,6 +64,7 @@ async def test_hovering_a_metric_or_counter_explains_it(finished_events):
         assert app.screen.query_one("#captures").tooltip == COLUMNS_HELP
 
 
+@pytest.mark.e2e
 async def test_the_held_out_evaluation_shows_as_its_own_phase():
     from tbconsole.record.events import ControlChanged, EvaluationStarted, RunStarted
     from tbconsole.ui.data.source import ListSource
