@@ -24,7 +24,7 @@ find_python() {
   return 1
 }
 
-# The browser test (tests/ui/test_web.py) drives the system Chromium: Debian's, installed when we can.
+# The browser test (tests/entry/test_web.py) drives the system Chromium: Debian's, installed when we can.
 ensure_chromium() {
   command -v chromium >/dev/null && return
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

@@ -2,7 +2,7 @@
 steps over a day; whatever it costs per step that it never gives back (memory, open files,
 threads, event-loop time) is a bug that only shows late.
 (Over 400 lines: the run, its one-call agent, the samplers and the judgement are the one
-measurement, which the bench and ``tests/runner/test_soak.py`` share.)
+measurement, which the bench and ``tests/bench/test_soak.py`` share.)
 
 A real headless run (``tbconsole demo --headless``: the runner, the embedded engine, the capture
 proxy, Harbor trials in the local sandbox, the verifier and the cookbook's training step) with

@@ -17,7 +17,7 @@ fields marked ``RAW`` alone: the event classes declare those once, as field meta
 wrapped line, which is folded the same way when unwrapped). Everything else reaches the state
 inert. A view that draws a raw field passes it through ``plain``/``one_line`` itself, and a
 string the state composes from one (a log line) is made inert where it is composed.
-``tests/ui/test_inert_events.py`` holds every view to it: hostile text around every string of
+``tests/ui/screens/test_inert_events.py`` holds every view to it: hostile text around every string of
 every event, raw fields included, read back from every screen.
 
 Events on the wire and in ``events.jsonl`` keep their exact text; only what is shown changes.
