@@ -1,4 +1,4 @@
-"""Writes docs/ledger.svg, the README's picture of the difficulty ledger (``D``): the console
+"""Writes docs/images/ledger.svg, the docs' picture of the difficulty ledger (``D``): the console
 replaying a recorded 20-step demo run of the advisory corpus, the ledger open, sorted by waste.
 
     .venv/bin/python tests/ui/make_ledger_picture.py
@@ -18,7 +18,7 @@ from tests_support.recorded import corpus_events  # noqa: E402
 from tests_support.ui import T_FIXED  # noqa: E402
 
 RUN = "healthy-multi-turn-1"
-OUT = REPO / "docs" / "ledger.svg"
+OUT = REPO / "docs" / "images" / "ledger.svg"
 
 
 async def main() -> None:
