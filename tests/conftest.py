@@ -33,7 +33,7 @@ def sandbox_problem() -> str | None:
     return None
 
 
-SANDBOX_FIX = "Run the tests as root on Linux with user namespaces and overlayfs (see README, The local sandbox)."
+SANDBOX_FIX = "Run the tests as root on Linux with user namespaces and overlayfs (see docs/sandbox.md)."
 
 
 def pytest_collection_finish(session):
