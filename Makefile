@@ -2,6 +2,7 @@
 # .venv, then the agent CLIs in .agents/ through scripts/agents.sh).
 #   make demo   — run the main job: the recipe on the embedded default, in the console
 #   make test   — the checks of `make lint`, then the test suite
+#   make test-fast — the unit tests only (no process, engine, sandbox or console app started): under a minute
 #   make lint   — import contracts (lint-imports), ruff lint and format check, mypy, the docs built strict
 #   make docs   — the docs site (mkdocs.yml, docs/) built strict into site/; README.md's links checked
 #   make agents — (again) install the pinned Claude Code and Codex CLI into .agents/
