@@ -449,7 +449,8 @@ class _Player:
 
     def _trial(self, batch: _Batch, group: _Group, i: int, name: str) -> None:
         """One trial's phases, turns and end (in a failing attempt: the second trial's capture is
-        lost, the others are cancelled when the failure is raised)."""
+        lost, the others are cancelled when the failure is raised). It is long because its events
+        are written out in the order a trial lives them, most lines their fields."""
         rng, add = self.rng, batch.clock.add
         step, g, task = batch.step, group.index, group.task
         tdir = f"{self.shape.trials_dir}/{name}" if self.shape.trials_dir else None
