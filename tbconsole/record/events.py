@@ -127,6 +127,12 @@ class GatewayHealth(Event):
     latency_ms: float | None
     error: str | None = None
     sampler_path: str | None = None  # weights the proxy currently samples from
+    # healthz answered 503: the gateway is up but still starting (loading its model), not dead.
+    starting: bool = False
+    # The outage this probe belongs to: when its first failed probe was (wall clock), and how long
+    # the run rides one out before it stops (gateway.outage_limit); None while the gateway answers.
+    down_since: float | None = None
+    outage_limit_s: float | None = None
 
 
 # -- batches, groups, trials -------------------------------------------------------------------

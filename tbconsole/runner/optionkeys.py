@@ -5,7 +5,7 @@ forbidden key is a usage error said in a fraction of a second, before the cookbo
 ``config.*`` is the cookbook's ``rl.train.Config`` (with the recipe's dataset builder): its keys
 are written out here (``COOKBOOK_KEYS``, ``COOKBOOK_REQUIRED``), and a unit test checks them
 against what chz finds on the real Config, so they cannot drift. The recipe's own sections
-(``harbor.*``, ``advise.*``, ``ledger.*``) are read from their classes.
+(``harbor.*``, ``advise.*``, ``ledger.*``, ``gateway.*``) are read from their classes.
 
 A key is refused here only when chz would refuse it too; what this cannot tell (a value's type,
 a key under an option given a class of its own, chz wildcards) is left to chz
@@ -122,11 +122,18 @@ def _ledger() -> type:
     return LedgerOptions
 
 
+def _gateway() -> type:
+    from tbconsole.runner.health import GatewayOptions
+
+    return GatewayOptions
+
+
 # TrainArgs' sections besides ``config``, each read from its class (imported only when asked about).
 SECTIONS: dict[str, Callable[[], type]] = {
     "harbor": lambda: HarborOptions,
     "advise": _thresholds,
     "ledger": _ledger,
+    "gateway": _gateway,
 }
 
 

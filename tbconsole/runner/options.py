@@ -19,6 +19,8 @@ from tbconsole.advisories import Thresholds
 from tbconsole.advisories import problems as threshold_problems
 from tbconsole.runner.admission import LedgerOptions, options_problems
 from tbconsole.runner.dataset import HarborDatasetBuilder
+from tbconsole.runner.health import GatewayOptions
+from tbconsole.runner.health import options_problems as gateway_problems
 from tbconsole.runner.optionkeys import HarborOptions, OptionsError, check_keys  # the light sections and rules
 
 RECIPE_NAME = "tbconsole_terminal_bench"
@@ -39,6 +41,9 @@ class TrainArgs:
     # Not in the upstream recipe: the difficulty ledger's family rule and skip policy
     # (ledger.skip_after=3 ledger.skip_steps=10; runner.admission).
     ledger: LedgerOptions = chz.field(default_factory=LedgerOptions)
+    # Not in the upstream recipe: how long a starting gateway is waited for and how long an
+    # outage is ridden out (gateway.start_timeout=1800 gateway.outage_limit=600; runner.health).
+    gateway: GatewayOptions = chz.field(default_factory=GatewayOptions)
 
 
 DEFAULTS = {
@@ -120,6 +125,9 @@ def check(args: TrainArgs) -> None:
     bad_thresholds = threshold_problems(args.advise)
     if bad_thresholds:
         raise OptionsError("; ".join(bad_thresholds) + " (see docs/advisories.md, Options).")
+    bad_gateway = gateway_problems(args.gateway)
+    if bad_gateway:
+        raise OptionsError("; ".join(bad_gateway) + " (see docs/gateways.md).")
     bad_ledger = options_problems(args.ledger)
     if bad_ledger:
         raise OptionsError("; ".join(bad_ledger) + " (see docs/ledger.md).")

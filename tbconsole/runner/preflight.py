@@ -121,19 +121,26 @@ def check_command_line(
 
 def check_gateway(keys: list[str], defaults: Mapping[str, Any] | None = None) -> None:
     """Probe the gateway the command names (``config.base_url`` or ``TINKER_BASE_URL``): GatewayDown
-    when it does not answer, PreflightError when it answers but does not serve
-    ``config.model_name``. Nothing when it is fine or none was named (the run probes the SDK's
-    default itself)."""
+    when it does not answer, PreflightError when it answers but does not serve the installed
+    SDK or ``config.model_name``. Nothing when it is fine, still starting (healthz 503: the run
+    waits for it, ``gateway.start_timeout``) or none was named (the run probes the SDK's default
+    itself)."""
     defaults = defaults or {}
     base_url = named_base_url(keys, value_of([], defaults, "config.base_url"))
     if base_url is None:
         return
-    from tbconsole.runner.health import probe, unreachable_message
+    from tbconsole.runner.health import GatewayRefusesSdk, check_sdk, probe, unreachable_message
 
     base_url = base_url.rstrip("/")
-    error = asyncio.run(probe(base_url)).error
-    if error is not None:
-        raise GatewayDown(unreachable_message(base_url, error))
+    answer = asyncio.run(probe(base_url))
+    if answer.error is not None and not answer.starting:
+        raise GatewayDown(unreachable_message(base_url, answer.error))
+    try:
+        asyncio.run(check_sdk(base_url))
+    except GatewayRefusesSdk as exc:
+        raise PreflightError(str(exc)) from None
+    if answer.starting:
+        return  # its models are checked by the SDK once it is ready
     model = value_of(keys, defaults, "config.model_name")
     served = asyncio.run(served_models(base_url)) if model else None
     if model and served and model.split(":", 1)[0] not in served:

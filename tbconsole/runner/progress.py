@@ -24,7 +24,7 @@ class ProgressLog:
     def __init__(self, out: TextIO = sys.stdout):
         self.out = out
         self.requests: dict[tuple[int, int], int] = {}
-        self._last_health_ok: bool | None = None
+        self._last_health: tuple[bool, bool] | None = None
         self.lost = 0  # lines that could not be written
 
     def _print(self, text: str) -> None:
@@ -45,9 +45,14 @@ class ProgressLog:
                     f"{event.start_step}→{event.total_steps}, {event.groups_per_batch} groups × "
                     f"{event.group_size} trials, {len(event.tasks)} tasks, log {event.log_path}"
                 )
-            case ev.GatewayHealth() if event.ok != self._last_health_ok:
-                self._last_health_ok = event.ok
-                state = f"ok ({event.latency_ms:.0f} ms)" if event.ok else f"DOWN: {event.error}"
+            case ev.GatewayHealth() if (event.ok, event.starting) != self._last_health:
+                self._last_health = (event.ok, event.starting)
+                if event.ok:
+                    state = f"ok ({event.latency_ms:.0f} ms)"
+                else:
+                    state = f"{'starting' if event.starting else 'DOWN'}: {event.error}"
+                    if event.outage_limit_s:
+                        state += f" (riding it out for up to {event.outage_limit_s:g} s: gateway.outage_limit)"
                 self._print(f"gateway {state}")
             case ev.GroupStarted():
                 self._print(f"step {event.step} group {event.group}: {event.task} × {len(event.trials)}")

@@ -34,6 +34,7 @@ from tinker_cookbook.completers import TokensWithLogprobs
 from tinker_cookbook.rl.rollout_strategy import RolloutResult, RolloutStrategy
 from tinker_cookbook.rl.types import Trajectory, Transition
 
+from tbconsole.common.formatting import format_duration
 from tbconsole.record import runfolder
 from tbconsole.record.control import RunControl
 from tbconsole.record.enums import Decision, FailureKind, LogLevel, TrialPhase
@@ -170,6 +171,11 @@ class HarborRolloutStrategy(RolloutStrategy):
             try:
                 return await run_group(self.ctx, builder, sampling_client, attempt)
             except TrialFailed as failed:
+                if self._gateway_outage(failed):
+                    if not await self._ride_out(builder, failed):
+                        raise
+                    attempt += 1
+                    continue
                 decision = await self._decide(builder, failed)
                 if decision != Decision.RETRY_GROUP:
                     raise
@@ -185,6 +191,53 @@ class HarborRolloutStrategy(RolloutStrategy):
                         )
                     )
                     await gateway.wait_up()
+
+    def _gateway_outage(self, failed: TrialFailed) -> bool:
+        """The group failed because the gateway is down (the watch said so, or a model call
+        failed while it is down), and outages are ridden out (gateway.outage_limit > 0)."""
+        gateway = self.ctx.gateway
+        if gateway is None or gateway.outage_limit <= 0:
+            return False
+        if failed.exception_type == FailureKind.GATEWAY_DOWN:
+            return True
+        return failed.exception_type == FailureKind.MODEL_CALL_FAILED and gateway.down.is_set()
+
+    async def _ride_out(self, builder: HarborGroupBuilder, failed: TrialFailed) -> bool:
+        """Wait for the gateway within the outage limit: True when the group may run again (its
+        trials were cancelled unscored; the next attempt gets fresh trials and capture files)."""
+        gateway = self.ctx.gateway
+        assert gateway is not None
+        where = f"step {builder.batch} group {builder.group}"
+        limit = format_duration(gateway.outage_limit)
+        self.ctx.publish(
+            LogLine(
+                level=LogLevel.WARNING,
+                message=f"{where}: the gateway is down ({gateway.error or failed.message}); its trials were "
+                f"cancelled unscored, and it runs again once the gateway answers (riding out up to "
+                f"{limit} of outage: gateway.outage_limit)",
+            )
+        )
+        began = time.monotonic() - gateway.down_for()
+        if await gateway.ride_out():
+            self.ctx.publish(
+                LogLine(
+                    level=LogLevel.INFO,
+                    message=f"{where}: the gateway answers again after {format_duration(time.monotonic() - began)}"
+                    " of outage; the group runs again",
+                )
+            )
+            return True
+        failed.message += (
+            f" The gateway stayed down for more than {limit} (gateway.outage_limit), so the run stops; "
+            "resume it once the gateway is back."
+        )
+        self.ctx.publish(
+            ErrorRaised(
+                step=builder.batch, group=builder.group, trial=failed.trial, exception_type=failed.exception_type,
+                message=failed.message, trial_dir=failed.trial_dir, decision_needed=False,
+            )
+        )  # fmt: skip
+        return False
 
     async def _decide(self, builder: HarborGroupBuilder, failed: TrialFailed) -> str:
         ctx = self.ctx

@@ -41,11 +41,12 @@ from tbconsole.record.events import (
     redact,
 )
 from tbconsole.record.notify import Notifier
-from tbconsole.runner import health
+from tbconsole.runner import expired, health
 from tbconsole.runner.admission import ADMISSION_KINDS, TaskAdmissions, task_families
 from tbconsole.runner.advise import AdvisoryWatcher
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
+from tbconsole.runner.expired import ExpiryTolerantTrainingClient
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
@@ -194,7 +195,10 @@ async def _run(
     metrics = _Metrics.start(config, bus)
     resume = checkpoint_utils.get_last_checkpoint(config.log_path)
     start_batch = resume.batch if resume else 0
-    clients = await _Clients.create(config, resume)
+    clients = await _Clients.create(config, resume, publish)
+    # Every call the loop and the checkpoints make on the training client: forward_backward's
+    # results recorded beside the captures, and a result the gateway expired never re-sent.
+    training_client = ExpiryTolerantTrainingClient(RecordingTrainingClient(clients.training, trainer_logprobs), publish)
     evaluators = []
     if args.harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator
@@ -205,7 +209,7 @@ async def _run(
     stop_admissions = _admit_tasks(ctx, args, bus, control, metrics.derived, start_batch)
     end_batch = min(config.max_steps, len(dataset)) if config.max_steps is not None else len(dataset)
     checkpoint_mgr = PublishingCheckpointManager(
-        training_client=clients.training,
+        training_client=cast(tinker.TrainingClient, training_client),
         service_client=clients.service,
         log_path=config.log_path,
         save_every=config.save_every,
@@ -233,7 +237,7 @@ async def _run(
         end_batch=end_batch,
         num_batches=end_batch,
         config=config,
-        training_client=cast(tinker.TrainingClient, RecordingTrainingClient(clients.training, trainer_logprobs)),
+        training_client=cast(tinker.TrainingClient, training_client),
         kl_reference_client=clients.kl_reference,
         evaluators=evaluators,
         dataset=dataset,
@@ -308,14 +312,15 @@ async def _context(
     template = load_template(Path(harbor.trial_config))
     renderer_name = resolve_renderer_name(config)
     base_url = health.resolve_base_url(config.base_url)
-    await health.check_reachable(base_url, publish)
+    options = parsed.args.gateway
+    await health.wait_until_ready(base_url, publish, options.start_timeout)
 
     from tinker_cookbook.renderers import get_renderer
     from tinker_cookbook.tokenizer_utils import get_tokenizer
 
     tokenizer = get_tokenizer(config.model_name)
     renderer = get_renderer(renderer_name, tokenizer)
-    gateway = health.GatewayWatch(base_url, publish)
+    gateway = health.GatewayWatch(base_url, publish, outage_limit=options.outage_limit)
     ctx = RunContext(
         publish=publish,
         control=control,
@@ -373,14 +378,19 @@ class _Clients:
     kl_reference: Any | None
 
     @classmethod
-    async def create(cls, config: rl_train.Config, resume: Any) -> _Clients:
+    async def create(cls, config: rl_train.Config, resume: Any, publish: Callable[[Any], None]) -> _Clients:
         service = tinker.ServiceClient(base_url=config.base_url)
-        if resume:
-            training = await service.create_training_client_from_state_with_optimizer_async(resume.state_path)
-        elif config.load_checkpoint_path:
-            training = await service.create_training_client_from_state_async(config.load_checkpoint_path)
-        else:
-            training = await service.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
+
+        async def create_training() -> Any:
+            if resume:
+                return await service.create_training_client_from_state_with_optimizer_async(resume.state_path)
+            if config.load_checkpoint_path:
+                return await service.create_training_client_from_state_async(config.load_checkpoint_path)
+            return await service.create_lora_training_client_async(config.model_name, rank=config.lora_rank)
+
+        # A model whose creation's result expired (HTTP 410) exists on the gateway but cannot be
+        # named: create another (nothing has trained yet, so nothing is applied twice).
+        training = await expired.resend("create_model", create_training, expired.warn(publish))
         kl_reference = None
         if config.kl_penalty_coef > 0:  # as the cookbook's main: a sampler of the reference model
             reference = config.kl_reference_config

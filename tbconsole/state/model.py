@@ -300,6 +300,9 @@ class GatewayState:
     probes: int = 0  # health probes sent (gateway.health events)
     failures: int = 0  # probes that failed
     latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_LEN))
+    starting: bool = False  # the last probe got 503: up, still starting (not dead)
+    down_since: float | None = None  # the outage under way began (its first failed probe)
+    outage_limit_s: float | None = None  # how long the run rides that outage out
 
 
 @dataclass

@@ -189,6 +189,9 @@ def _gateway(state: RunState, e: GatewayHealth) -> None:
     g.error = clip(e.error, 1000)
     g.checked = e.ts
     g.probes += 1
+    g.starting = e.starting
+    g.down_since = e.down_since
+    g.outage_limit_s = e.outage_limit_s
     if e.sampler_path:
         g.sampler_path = e.sampler_path
     if not e.ok:

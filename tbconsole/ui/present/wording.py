@@ -135,7 +135,10 @@ METRIC_ROWS: tuple[MetricRow, ...] = (
 
 GATEWAY_HELP = {
     "status": "The gateway's last health probe (GET /api/v1/healthz, every few seconds during the run) and how "
-    "long ago it answered. After the run ended (or its runner died) nobody probes it.",
+    "long ago it answered. Starting: it answers 503 while it loads its model; the run waits for it "
+    "(gateway.start_timeout). Down for N, retrying: the groups in flight were cancelled unscored and run "
+    "again once it answers, if within gateway.outage_limit. After the run ended (or its runner died) "
+    "nobody probes it.",
     "probes": "Health probes sent during the run, how many of them failed, the last one's round-trip time and "
     "a sparkline of the last 60 (a failed probe: 0). Two failures in a row (four timeouts) mark the "
     "gateway down, which cancels the groups in flight.",

@@ -7,7 +7,7 @@ from rich.console import Group
 from rich.text import Text
 
 from tbconsole.common.formatting import format_count, format_duration
-from tbconsole.state import RunState
+from tbconsole.state import GatewayState, RunState
 from tbconsole.ui.present.plotmath import sparkline
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.wording import GATEWAY_HELP, probes_stopped
@@ -37,7 +37,7 @@ class GatewayPanel(Panel):
         elif g.ok:
             status = Text("● healthy", style=f"bold {p.success}")
         else:
-            status = Text("● down", style=f"bold {p.error}")
+            status = _trouble(g, now, p)
         if g.checked is not None and stopped is None:
             status.append(f"  {format_duration(now - g.checked)} ago", style=p.muted)
         add_row("status", status, GATEWAY_HELP["status"])
@@ -56,6 +56,18 @@ class GatewayPanel(Panel):
                 err.append(f" ({format_duration(now - g.last_error_ts)} ago)", style=p.muted)
             add_row("error", err, GATEWAY_HELP["error"])
         return Group(*lines)
+
+
+def _trouble(g: GatewayState, now: float, p: Palette) -> Text:
+    """A gateway that does not answer: starting (503: loading, waited for), or down — for how
+    long, and whether the run is riding the outage out (its groups run again once it answers)."""
+    since = f" for {format_duration(now - g.down_since)}" if g.down_since is not None else ""
+    if g.starting and g.outage_limit_s is None:
+        return Text(f"◐ starting{since}", style=f"bold {p.warning}")
+    status = Text(f"● {'restarting' if g.starting else 'down'}{since}", style=f"bold {p.error}")
+    if g.outage_limit_s:
+        status.append(f", retrying (up to {format_duration(g.outage_limit_s)})", style=p.warning)
+    return status
 
 
 def keep_end(text: str, width: int) -> str:
