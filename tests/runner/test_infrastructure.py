@@ -164,7 +164,7 @@ async def test_an_unreachable_proxy_url_is_not_scored(tmp_path, sandbox_root):
     assert scored(seen) == []
 
 
-async def test_a_gateway_outage_mid_group_is_never_scored_and_is_ridden_out_with_a_fresh_attempt(tmp_path, sandbox_root):
+async def test_a_gateway_outage_mid_group_is_never_scored_and_ridden_out_by_a_fresh_attempt(tmp_path, sandbox_root):
     """The default: an outage shorter than gateway.outage_limit cancels the group's trials
     unscored and runs the group again once the gateway answers, asking nobody."""
     import tinker
