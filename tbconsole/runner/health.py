@@ -54,6 +54,10 @@ class GatewayOptions:
     # is the Miles gateway's own stall timeout for an operation (600 s). 0: never ride one out
     # (the error decision is asked, as for any other failed group).
     outage_limit: float = 600.0
+    # The gateway serves only its latest weights and expires nothing (the Miles gateway): the
+    # checkpoints save the training state only, without a TTL, and each batch samples the latest
+    # weights published without a name (runner.checkpoints).
+    latest_weights_only: bool = False
 
 
 def options_problems(options: GatewayOptions) -> list[str]:
@@ -238,6 +242,7 @@ class GatewayWatch:
         self._down_since_mono: float | None = None
         self._failures = 0
         self._wake = asyncio.Event()
+        self._answered = asyncio.Event()  # set by each probe the gateway answers
 
     def suspect(self) -> None:
         """A model call failed: probe now."""
@@ -252,6 +257,7 @@ class GatewayWatch:
             self.down_since = self._down_since_mono = None
             self.down.clear()
             self.up.set()
+            self._answered.set()
         else:
             if self.down_since is None:
                 self.down_since, self._down_since_mono = time.time(), time.monotonic()
@@ -291,6 +297,23 @@ class GatewayWatch:
 
     async def wait_up(self) -> None:
         await self.up.wait()
+
+    async def confirm_down(self) -> bool:
+        """After a failed model call: probe now and wait for the watch's verdict — True once it
+        marks the gateway down, False once a probe answers (or, with no watch running, after as
+        long as a verdict can take)."""
+        if self.down.is_set():
+            return True
+        self._answered.clear()
+        self.suspect()
+        verdicts = [asyncio.create_task(self.down.wait()), asyncio.create_task(self._answered.wait())]
+        longest = (self.timeouts_to_down + 1) * (self.probe_timeout + self.retry) + self.interval
+        try:
+            await asyncio.wait(verdicts, timeout=longest, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for verdict in verdicts:
+                verdict.cancel()
+        return self.down.is_set()
 
     async def ride_out(self) -> bool:
         """Wait for the gateway to answer again, as long as the outage under way has lasted less

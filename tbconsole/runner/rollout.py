@@ -171,7 +171,7 @@ class HarborRolloutStrategy(RolloutStrategy):
             try:
                 return await run_group(self.ctx, builder, sampling_client, attempt)
             except TrialFailed as failed:
-                if self._gateway_outage(failed):
+                if await self._gateway_outage(failed):
                     if not await self._ride_out(builder, failed):
                         raise
                     attempt += 1
@@ -192,15 +192,17 @@ class HarborRolloutStrategy(RolloutStrategy):
                     )
                     await gateway.wait_up()
 
-    def _gateway_outage(self, failed: TrialFailed) -> bool:
+    async def _gateway_outage(self, failed: TrialFailed) -> bool:
         """The group failed because the gateway is down (the watch said so, or a model call
-        failed while it is down), and outages are ridden out (gateway.outage_limit > 0)."""
+        failed and the watch, asked at once, finds it down), and outages are ridden out
+        (gateway.outage_limit > 0). A frozen gateway fails a model call before four probes have
+        timed out: the verdict is waited for, not guessed."""
         gateway = self.ctx.gateway
         if gateway is None or gateway.outage_limit <= 0:
             return False
         if failed.exception_type == FailureKind.GATEWAY_DOWN:
             return True
-        return failed.exception_type == FailureKind.MODEL_CALL_FAILED and gateway.down.is_set()
+        return failed.exception_type == FailureKind.MODEL_CALL_FAILED and await gateway.confirm_down()
 
     async def _ride_out(self, builder: HarborGroupBuilder, failed: TrialFailed) -> bool:
         """Wait for the gateway within the outage limit: True when the group may run again (its

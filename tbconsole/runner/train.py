@@ -30,7 +30,6 @@ from tbconsole.record.control import ControlInbox, RunControl
 from tbconsole.record.enums import LogLevel, RunStatus
 from tbconsole.record.events import (
     BatchEnded,
-    CheckpointSaved,
     ErrorRaised,
     EventBus,
     LogLine,
@@ -44,6 +43,7 @@ from tbconsole.record.notify import Notifier
 from tbconsole.runner import expired, health
 from tbconsole.runner.admission import ADMISSION_KINDS, TaskAdmissions, task_families
 from tbconsole.runner.advise import AdvisoryWatcher
+from tbconsole.runner.checkpoints import LatestWeightsClient, PublishingCheckpointManager
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
 from tbconsole.runner.expired import ExpiryTolerantTrainingClient
@@ -96,34 +96,6 @@ class DerivedMetrics(ml_log.Logger):
         batch = metrics.get("progress/batch")
         if self.step_figures is not None and isinstance(batch, int):
             metrics.update(self.step_figures(batch))
-
-
-class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
-    """The cookbook's checkpoint manager, publishing a ``CheckpointSaved`` for every save it makes
-    (periodic ones happen inside the cookbook's loop, so this is the one place to see them)."""
-
-    def __init__(self, *args: Any, publish, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._publish_event = publish
-
-    def _saved(self, step: int, name: str, paths: dict[str, str] | None) -> None:
-        paths = paths or {}
-        self._publish_event(
-            CheckpointSaved(
-                step=step, name=name, state_path=paths.get("state_path"), sampler_path=paths.get("sampler_path")
-            )
-        )
-
-    async def save_periodic_async(self, step: int, loop_state: dict[str, Any]) -> dict[str, str]:
-        paths = await super().save_periodic_async(step, loop_state)
-        self._saved(step, f"{step:06d}", paths)
-        return paths
-
-    async def save_final_async(self, loop_state: dict[str, Any]) -> dict[str, str]:
-        paths = await super().save_final_async(loop_state)
-        step = int(loop_state.get("batch", -1))
-        self._saved(step, "final", paths)
-        return paths
 
 
 @dataclass
@@ -198,7 +170,12 @@ async def _run(
     clients = await _Clients.create(config, resume, publish)
     # Every call the loop and the checkpoints make on the training client: forward_backward's
     # results recorded beside the captures, and a result the gateway expired never re-sent.
-    training_client = ExpiryTolerantTrainingClient(RecordingTrainingClient(clients.training, trainer_logprobs), publish)
+    training_client: Any = ExpiryTolerantTrainingClient(
+        RecordingTrainingClient(clients.training, trainer_logprobs), publish
+    )
+    # A gateway serving only its latest weights gets state-only checkpoints and unnamed samplers.
+    latest = LatestWeightsClient(training_client) if args.gateway.latest_weights_only else None
+    training_client = latest or training_client
     evaluators = []
     if args.harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator
@@ -218,6 +195,7 @@ async def _run(
         rolling_ttl_seconds=config.rolling_ttl_seconds,
         store=metrics.logger.store,
         publish=publish,
+        latest=latest,
     )
     # The advisories see the run from its start; their task joins the background ones below.
     advice = AdvisoryWatcher(publish, args.advise, ctx.log_path)
@@ -250,7 +228,10 @@ async def _run(
 
     async def final_evaluation(sampler_path: str | None) -> None:
         if evaluators and config.eval_every > 0 and start_batch < end_batch:
-            await _final_evaluation(evaluators, clients.service, sampler_path, metrics.logger, end_batch)
+            sampling_client = checkpoint_mgr.sampling_client_of(sampler_path) if sampler_path else None
+            await _final_evaluation(
+                evaluators, sampling_client or clients.service, sampler_path, metrics.logger, end_batch
+            )
 
     try:
         result = await _drive(loop, ctx, checkpoint_mgr, stop_cause, start_batch, end_batch, final_evaluation)
@@ -562,12 +543,15 @@ def _announce_continuity(publish, renderer: Any, renderer_name: str, enabled: bo
         )
 
 
-async def _final_evaluation(evaluators, service_client, sampler_path, ml_logger, end_batch) -> None:
+async def _final_evaluation(evaluators, client, sampler_path, ml_logger, end_batch) -> None:
     """The cookbook evaluates before a batch samples, so the last update is never evaluated:
-    score the final weights too (a metrics row without progress/batch: no new training step)."""
+    score the final weights too (a metrics row without progress/batch: no new training step).
+    ``client``: the service client, or already the final weights' sampling client."""
     if sampler_path is None:
         return
-    sampling_client = await _ready(service_client.create_sampling_client(model_path=sampler_path))
+    if isinstance(client, tinker.ServiceClient):
+        client = await _ready(client.create_sampling_client(model_path=sampler_path))
+    sampling_client = client
     metrics = {}
     for evaluator in evaluators:
         metrics.update(await evaluator(sampling_client))

@@ -88,3 +88,19 @@ async def test_an_outage_is_ridden_out_within_the_limit_and_given_up_past_it():
     started = time.monotonic()
     assert await watch.ride_out() is False
     assert watch.down_for() >= 0.05 and time.monotonic() - started < 60
+
+
+async def test_a_failed_model_call_waits_for_the_watch_s_verdict():
+    down = GatewayWatch(f"http://127.0.0.1:{closed_port()}", lambda e: None, interval=3600, retry=0.01)
+    running = asyncio.create_task(down.run())
+    try:
+        assert await asyncio.wait_for(down.confirm_down(), 30) is True
+    finally:
+        running.cancel()
+    with scripted_gateway(ScriptedGateway()) as url:
+        up = GatewayWatch(url, lambda e: None, interval=3600, retry=0.01)
+        running = asyncio.create_task(up.run())
+        try:
+            assert await asyncio.wait_for(up.confirm_down(), 30) is False
+        finally:
+            running.cancel()
