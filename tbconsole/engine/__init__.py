@@ -8,8 +8,9 @@ matrices of a pass), `losses`, `trainer` (training maths), `sampler` (batched de
 state in `state_slots`), `host` (device tensors to the host in one copy), `futures`
 (long-poll promises), `jobs` (queued work behind them), `sessions` (client sessions, training
 runs), `sampler_sessions`, `training` and `sampling` (the requests), `wire` (protobuf/JSON
-formats), `routes` (aiohttp app), `server` (`Engine`: builds and wires the parts), `embedded`
-(in-process start/stop), `cli` (`tbconsole engine`).
+formats), `contract` (the gateway contract it holds: hosted Tinker or the Miles gateway), `routes`
+(aiohttp app), `server` (`Engine`: builds and wires the parts), `embedded` (in-process
+start/stop), `cli` (`tbconsole engine`).
 
 Importing this package is cheap (no torch); the heavy parts load on first use.
 """

@@ -2,6 +2,10 @@
 
 Prints the base URL and the environment a client needs (TINKER_BASE_URL, TINKER_API_KEY), then
 serves on loopback unless --host says otherwise. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.
+
+`--contract miles|miles-next` makes it behave as the Miles Tinker gateway (`contract.py`);
+`--starting-seconds` and `--expire-futures` emulate a gateway still starting and one that loses
+results, for testing clients.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from tbconsole.engine.contract import GatewayContract
 from tbconsole.engine.registry import DEFAULT_MODEL, MODELS
 
 
@@ -55,6 +60,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compress-fwdbwd", action="store_true", help="ask clients to zstd-compress forward_backward bodies"
     )
+    g = parser.add_argument_group("gateway contract (see tbconsole/engine/contract.py)")
+    g.add_argument(
+        "--contract",
+        default=d.contract.value,
+        choices=[c.value for c in GatewayContract],
+        help="behave as hosted Tinker (tinker), the Miles gateway v1 as documented (miles: tinker==0.24.1, "
+        "JSON forward_backward) or Miles with the SDK pin lifted (miles-next, an assumption about an "
+        "unreleased gateway)",
+    )
+    g.add_argument(
+        "--starting-seconds",
+        type=float,
+        default=d.starting_seconds,
+        help="answer /api/v1/healthz 503 for this long after starting, like a gateway loading a model (any contract)",
+    )
+    g.add_argument(
+        "--expire-futures",
+        type=float,
+        default=d.expire_futures,
+        metavar="SHARE",
+        help="share (0..1) of completed training results that answer 410 at retrieval and are lost (any contract)",
+    )
+    g.add_argument("--fault-seed", type=int, default=d.fault_seed, help="seed of the --expire-futures draws")
+    g.add_argument(
+        "--max-active-samples",
+        type=int,
+        default=d.max_active_samples,
+        help="sampling sub-generations in flight before 429 (Miles contracts)",
+    )
+    g.add_argument(
+        "--operation-gap-timeout",
+        type=float,
+        default=d.operation_gap_timeout,
+        help="Miles' stall timeout for a missing seq_id; accepted for parity, bounds nothing here (operations "
+        "run in arrival order)",
+    )
+    g.add_argument(
+        "--future-replay-seconds",
+        type=float,
+        default=d.future_replay_seconds,
+        help="how long a delivered result can be polled again",
+    )
+    g.add_argument(
+        "--future-retention-seconds",
+        type=float,
+        default=d.future_retention_seconds,
+        help="a completed result not retrieved for this long is reaped, 410 afterwards (Miles contracts)",
+    )
     parser.add_argument("--log-level", default="INFO")
 
 
@@ -76,6 +129,14 @@ def settings_from_args(args: argparse.Namespace):
         threads=args.threads,
         api_key=args.api_key,
         compress_fwdbwd=args.compress_fwdbwd,
+        contract=GatewayContract.parse(args.contract),
+        starting_seconds=args.starting_seconds,
+        expire_futures=args.expire_futures,
+        fault_seed=args.fault_seed,
+        max_active_samples=args.max_active_samples,
+        operation_gap_timeout=args.operation_gap_timeout,
+        future_replay_seconds=args.future_replay_seconds,
+        future_retention_seconds=args.future_retention_seconds,
     )
 
 
@@ -95,6 +156,9 @@ async def _serve(settings) -> None:
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}"
     print(f"tbconsole engine: {engine.model_name} on {engine.device}, serving {url}", flush=True)
+    if engine.contract.is_miles or settings.starting_seconds or settings.expire_futures:
+        print(f"  contract {engine.contract.value}; healthz ready in {settings.starting_seconds:g} s; "
+              f"expiring {settings.expire_futures:g} of completed training results", flush=True)  # fmt: skip
     print(f"  export TINKER_BASE_URL={url} TINKER_API_KEY={settings.api_key or LOCAL_API_KEY}",
           flush=True)  # fmt: skip
     stop = asyncio.Event()

@@ -7,7 +7,13 @@ Mutating calls validate their input on the spot (bad input -> 4xx JSON the SDK r
 long-polls (`jobs.py`). Status codes avoid 408/409/429/5xx for refusals, since the SDK retries
 those for minutes; a bug in a handler is a 500 and the server keeps serving.
 
-Not in Tinker's API: `GET /api/v1/status` (counters for the console).
+Under the Miles contracts (`contract.py`) the routes also hold that gateway's rules: the SDK
+version pin, JSON forward_backward (and `/api/v1/forward`), its refusals, 429 backpressure, and
+one request per (model, seq_id) (`_Part._sequenced`: an identical retry gets its promise back,
+another payload is a 422).
+
+Not in Tinker's API: `GET /api/v1/status` (counters for the console) and `GET /health`
+(liveness: 200 once the socket is up; readiness is `/api/v1/healthz`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -24,7 +31,16 @@ from tinker import types
 from tbconsole.common.formatting import format_iso_time
 from tbconsole.engine import wire
 from tbconsole.engine.checkpoints import CheckpointRef
-from tbconsole.engine.errors import BadRequest, EngineError
+from tbconsole.engine.contract import (
+    STARTING_MESSAGE,
+    GatewayContract,
+    MilesRefusals,
+    client_config,
+    fingerprint_forward_backward,
+    fingerprint_json,
+    sdk_version_refusal,
+)
+from tbconsole.engine.errors import BadRequest, EngineError, NotReady, UnsupportedMedia
 
 if TYPE_CHECKING:
     from tbconsole.engine.server import Engine
@@ -53,6 +69,11 @@ async def _parse[Request: BaseModel](cls: type[Request], request: web.Request) -
     return wire.parse_json_model(cls, await _json(request))
 
 
+def _is_json(request: web.Request) -> bool:
+    """A JSON body (the 0.24.1 SDK's forward_backward), not protobuf."""
+    return request.content_type == "application/json"
+
+
 async def _field(request: web.Request, name: str) -> Any:
     """One field of a JSON object body, None if absent or not an object."""
     body = await _json(request)
@@ -70,7 +91,11 @@ class Routes:
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._middleware])
         for part in (ServiceRoutes, TrainingRoutes, SamplingRoutes, RunRoutes):
             part(self.engine).add_to(app.router)
+        app.on_startup.append(self._started)
         return app
+
+    async def _started(self, app: web.Application) -> None:
+        self.engine.readiness.start()
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler):
@@ -80,7 +105,7 @@ class Routes:
         try:
             return await handler(request)
         except EngineError as e:
-            return web.json_response({"error": e.message, "detail": e.message}, status=e.status)
+            return web.json_response({"error": e.message, "detail": e.message}, status=e.status, headers=e.headers)
         except web.HTTPException:
             raise
         except Exception as e:  # a bug: report it, keep serving
@@ -92,6 +117,37 @@ class Routes:
 class _Part:
     def __init__(self, engine: Engine):
         self.engine = engine
+
+    @property
+    def miles(self) -> bool:
+        return self.engine.contract.is_miles
+
+    async def _sequenced(self, scope: str | None, seq_id: int | None, fingerprint: str,
+                         submit: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
+        """`submit()`'s promise, once per (scope, seq_id) under the Miles contracts: an identical
+        retry gets the first promise back (410 if its future is gone), a different request on a
+        spent seq_id is a 422. A request refused before it spends its seq_id (`submit` raises)
+        leaves it unspent."""
+        ledger = self.engine.ledger
+        if ledger is None or scope is None or seq_id is None:
+            return await submit()
+        async with ledger.lock:
+            prior = ledger.prior(scope, seq_id, fingerprint)
+            if prior is not None:
+                self.engine.jobs.check_live(prior["request_id"])
+                return prior
+            promise = await submit()
+            ledger.spend(scope, seq_id, fingerprint, promise)
+            return promise
+
+    async def _refused_or(self, kind: str, model_id: str, refusal: str | None,
+                          submit: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
+        """A future failed with `refusal` (the request spent its seq_id, as the Miles gateway
+        counts it), else `submit()`'s promise."""
+        if refusal is None:
+            return await submit()
+        run = await self.engine.runs.get(model_id)  # 404 for an unknown model first
+        return self.engine.jobs.failed(kind, run.model_id, refusal)
 
 
 class ServiceRoutes(_Part):
@@ -106,29 +162,33 @@ class ServiceRoutes(_Part):
         post(f"{API}/sessions/{{session_id}}/finish", self.finish_session)
         post(f"{API}/telemetry", self.telemetry)
         get(f"{API}/healthz", self.healthz)
+        get("/health", self.health)
         get(f"{API}/get_server_capabilities", self.capabilities)
         get(f"{API}/status", self.status)
 
     # ------------------------------------------------------------------ session/service
+    def _check_sdk_version(self, body: Any) -> None:
+        version = body.get("sdk_version") if isinstance(body, dict) else None
+        refusal = sdk_version_refusal(self.engine.contract, version)
+        if refusal is not None:
+            raise BadRequest(refusal)
+
     async def client_config(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "pjwt_auth_enabled": False,
-                "use_pyqwest_transport": False,
-                # Chunks in arrival order: the training worker processes requests as they come.
-                "parallel_fwdbwd_chunks": False,
-                "proto_compress_fwdbwd": self.engine.settings.compress_fwdbwd,
-                "sample_use_retrieve_futures": False,
-                "custom_loss_server_side": False,
-                "sample_join_sampling_session": False,
-            }
-        )
+        if self.miles:
+            self._check_sdk_version(await _json(request))
+        return web.json_response(client_config(self.engine.contract, self.engine.settings.compress_fwdbwd))
 
     async def client_dynamic_config(self, request: web.Request) -> web.Response:
         return web.json_response({"refresh_interval_sec": 300, "sample_cancel_enabled": False})
 
     async def create_session(self, request: web.Request) -> web.Response:
-        body = await _parse(types.CreateSessionRequest, request)
+        if self.miles:
+            raw = await _json(request)
+            self._check_sdk_version(raw)
+            # The 0.24.1 SDK leaves out the fields that are None.
+            body = wire.parse_json_model(types.CreateSessionRequest, {"tags": [], "user_metadata": None, **raw})
+        else:
+            body = await _parse(types.CreateSessionRequest, request)
         sid = self.engine.sessions.create(dict(body.user_metadata or {}))
         return web.json_response({"type": "create_session", "session_id": sid})
 
@@ -145,6 +205,14 @@ class ServiceRoutes(_Part):
         return web.json_response({"status": "accepted"})
 
     async def healthz(self, request: web.Request) -> web.Response:
+        """Readiness: 503 while the engine is starting (`--starting-seconds`)."""
+        remaining = self.engine.readiness.remaining()
+        if remaining > 0:
+            raise NotReady(f"{STARTING_MESSAGE} (ready in {remaining:.0f} s)")
+        return web.json_response({"status": "ok"})
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Liveness: the socket is up."""
         return web.json_response({"status": "ok"})
 
     async def status(self, request: web.Request) -> web.Response:
@@ -164,6 +232,8 @@ class TrainingRoutes(_Part):
         post(f"{API}/create_model", self.create_model)
         post(f"{API}/get_info", self.get_info)
         post(f"{API}/forward_backward", self.forward_backward)
+        if self.miles:
+            post(f"{API}/forward", self.forward)  # the 0.24.1 SDK's JSON forward
         post(f"{API}/optim_step", self.optim_step)
         post(f"{API}/save_weights", self.save_weights)
         post(f"{API}/save_weights_for_sampler", self.save_weights_for_sampler)
@@ -172,6 +242,8 @@ class TrainingRoutes(_Part):
 
     async def create_model(self, request: web.Request) -> web.Response:
         body = await _parse(types.CreateModelRequest, request)
+        if self.miles and (refusal := MilesRefusals.create_model(body.lora_config)):
+            raise BadRequest(refusal)
         return web.json_response(self.engine.training.create_model(body))
 
     async def get_info(self, request: web.Request) -> web.Response:
@@ -195,25 +267,68 @@ class TrainingRoutes(_Part):
         )
 
     async def forward_backward(self, request: web.Request) -> web.Response:
+        if self.miles and _is_json(request):
+            req = wire.decode_json_forward_backward(await _json(request), input_key="forward_backward_input",
+                                                    forward_only=False)  # fmt: skip
+            return web.json_response(await self._submit_forward_backward(req, json_reply=True))
+        if self.engine.contract is GatewayContract.MILES:
+            raise UnsupportedMedia(
+                "forward_backward must be JSON on this gateway (tinker 0.24.1's JSON body); a protobuf "
+                "body comes from tinker 0.25 or later, which this deployment does not serve"
+            )
         body = await request.read()
         req = wire.decode_forward_backward(body, request.headers.get("Content-Encoding"))
-        return web.json_response(await self.engine.training.forward_backward(req))
+        return web.json_response(await self._submit_forward_backward(req, json_reply=False))
+
+    async def forward(self, request: web.Request) -> web.Response:
+        req = wire.decode_json_forward_backward(await _json(request), input_key="forward_input", forward_only=True)
+        return web.json_response(await self._submit_forward_backward(req, json_reply=True))
+
+    async def _submit_forward_backward(self, req: wire.ForwardBackwardIn, json_reply: bool) -> dict[str, Any]:
+        def submit() -> Awaitable[dict[str, Any]]:
+            return self.engine.training.forward_backward(req, json_reply=json_reply)
+
+        if not self.miles or not req.seq_id:  # protobuf: seq_id 0 when unset
+            return await submit()
+        return await self._sequenced(req.model_id, req.seq_id, fingerprint_forward_backward(req), submit)
 
     async def optim_step(self, request: web.Request) -> web.Response:
-        body = await _parse(types.OptimStepRequest, request)
-        return web.json_response(await self.engine.training.optim_step(body))
+        raw = await _json(request)
+        body = wire.parse_json_model(types.OptimStepRequest, raw)
+        promise = await self._sequenced(body.model_id, body.seq_id, fingerprint_json(raw),
+                                        lambda: self.engine.training.optim_step(body))  # fmt: skip
+        return web.json_response(promise)
 
     async def save_weights(self, request: web.Request) -> web.Response:
-        body = await _parse(types.SaveWeightsRequest, request)
-        return web.json_response(await self.engine.training.save_weights(body))
+        raw = await _json(request)
+        body = wire.parse_json_model(types.SaveWeightsRequest, raw)
+        refusal = MilesRefusals.save_weights(body.ttl_seconds) if self.miles else None
+        promise = await self._sequenced(body.model_id, body.seq_id, fingerprint_json(raw), lambda: self._refused_or(
+            "save_weights", body.model_id, refusal, lambda: self.engine.training.save_weights(body)))  # fmt: skip
+        return web.json_response(promise)
 
     async def save_weights_for_sampler(self, request: web.Request) -> web.Response:
-        body = await _parse(types.SaveWeightsForSamplerRequest, request)
-        return web.json_response(await self.engine.training.save_weights_for_sampler(body))
+        raw = await _json(request)
+        body = wire.parse_json_model(types.SaveWeightsForSamplerRequest, raw)
+        refusal = MilesRefusals.save_weights_for_sampler(body.path, body.ttl_seconds) if self.miles else None
+        # The SDK mints a fresh sampling_session_seq_id on each attempt of the same seq_id, so it
+        # is not part of the request's identity.
+        fingerprint = fingerprint_json(raw, drop=("sampling_session_seq_id",))
+        promise = await self._sequenced(body.model_id, body.seq_id, fingerprint, lambda: self._refused_or(
+            "save_weights_for_sampler", body.model_id, refusal,
+            lambda: self.engine.training.save_weights_for_sampler(body)))  # fmt: skip
+        return web.json_response(promise)
 
     async def load_weights(self, request: web.Request) -> web.Response:
-        body = await _parse(types.LoadWeightsRequest, request)
-        return web.json_response(await self.engine.training.load_weights(body))
+        raw = await _json(request)
+        body = wire.parse_json_model(types.LoadWeightsRequest, raw)
+        refusal = MilesRefusals.load_weights(body.optimizer) if self.miles else None
+        if refusal is not None and body.model_id is None:  # creation from a checkpoint: no seq_id spent
+            raise BadRequest(refusal)
+        model_id = body.model_id
+        promise = await self._sequenced(model_id, body.seq_id, fingerprint_json(raw), lambda: self._refused_or(
+            "load_weights", str(model_id), refusal, lambda: self.engine.training.load_weights(body)))  # fmt: skip
+        return web.json_response(promise)
 
     async def unload_model(self, request: web.Request) -> web.Response:
         model_id = await _field(request, "model_id")
@@ -233,12 +348,32 @@ class SamplingRoutes(_Part):
 
     async def create_sampling_session(self, request: web.Request) -> web.Response:
         body = await _parse(types.CreateSamplingSessionRequest, request)
+        if self.miles and (refusal := MilesRefusals.sampling_source(body.model_path)):
+            raise BadRequest(refusal)
         sid = await self.engine.sampling.create_session(body)
         return web.json_response({"type": "create_sampling_session", "sampling_session_id": sid})
 
     async def asample(self, request: web.Request) -> web.Response:
-        body = await _parse(types.SampleRequest, request)
-        return web.json_response(await self.engine.sampling.sample(body))
+        raw = await _json(request)
+        body = wire.parse_json_model(types.SampleRequest, raw)
+        if not self.miles:
+            return web.json_response(await self.engine.sampling.sample(body))
+        if body.sampling_session_id is None:
+            raise BadRequest(
+                MilesRefusals.sampling_source(body.model_path)
+                or "asample requires sampling_session_id (create a sampling session first)"
+            )
+        refusal = MilesRefusals.sample(body.topk_prompt_logprobs)
+
+        async def submit() -> dict[str, Any]:
+            if refusal is not None:
+                await self.engine.samplers.get(str(body.sampling_session_id))  # 404 for an unknown one first
+                return {**self.engine.jobs.failed("sample", None, refusal), "sample_sequence_ids": []}
+            return await self.engine.sampling.sample(body)
+
+        promise = await self._sequenced(f"sampler {body.sampling_session_id}", body.seq_id, fingerprint_json(raw),
+                                        submit)  # fmt: skip
+        return web.json_response(promise)
 
     # futures: every queued call is retrieved here
     async def retrieve_future(self, request: web.Request) -> web.Response:

@@ -5,6 +5,10 @@ They hold adapter weights in memory and an RL loop makes one per step, so old on
 (a later sample on one gets a 404 saying so). Each is journaled (`journal.py`); those of an
 earlier engine process on the same data dir are known from startup and load their weights on
 first use.
+
+Each snapshot of a training run is a numbered publication of its sampler weights (`publish`).
+A gateway that serves only the latest weights (the Miles contracts, `contract.py`) refuses
+samples on an earlier one (`stale_reason`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class SamplerSession:
     # weights not loaded yet.
     loaded: bool = True
     restore: dict[str, Any] | None = None
+    version: int | None = None  # publication number of a snapshot (`SamplerSessions.publish`)
 
 
 class SamplerSessions:
@@ -55,7 +60,9 @@ class SamplerSessions:
         self.model_name = model_name
         self.device = device
         self._sessions: OrderedDict[str, SamplerSession] = OrderedDict()  # LRU order
-        self._evicted: set[str] = set()
+        # Dropped sessions: what they were a snapshot of, and of which publication.
+        self._evicted: dict[str, tuple[str | None, int | None]] = {}
+        self._published: dict[str, int] = {}  # training run -> its latest publication
         self._checkpoint_adapters: OrderedDict[str, LoraAdapter] = OrderedDict()  # by tinker path
         self._lock = threading.Lock()  # the training thread adds snapshots
         self._wake_lock: asyncio.Lock | None = None  # restores run on the server's loop
@@ -70,6 +77,9 @@ class SamplerSessions:
         with self._lock:
             self._sessions.pop(sess.id, None)
             self._sessions[sess.id] = sess
+            if sess.snapshot_of is not None and sess.version is not None:
+                latest = self._published.get(sess.snapshot_of, 0)
+                self._published[sess.snapshot_of] = max(latest, sess.version)
             evict: list[SamplerSession] = []
             if sess.snapshot_of is not None:
                 mine = [s for s in self._sessions.values() if s.snapshot_of == sess.snapshot_of]
@@ -79,11 +89,38 @@ class SamplerSessions:
             evict += others[: max(0, len(others) - MAX_SAMPLER_SESSIONS)]
             for old in evict:
                 del self._sessions[old.id]
-                self._evicted.add(old.id)
+                self._evicted[old.id] = (old.snapshot_of, old.version)
         for old in evict:
             self.journal.drop_sampler(old.id)
             if not any(s.key == old.key for s in self._sessions.values()):
                 self.sampler.forget_weights(old.key)
+
+    def publish(self, model_id: str) -> int:
+        """Number a new publication of training run `model_id`'s sampler weights (1, 2, ...)."""
+        with self._lock:
+            version = self._published.get(model_id, 0) + 1
+            self._published[model_id] = version
+            return version
+
+    def stale_reason(self, sid: str) -> str | None:
+        """Why a gateway serving only the latest weights refuses to sample on session `sid`: it
+        is a snapshot of a training run published again since. None otherwise (base-model and
+        checkpoint sessions, the latest snapshot, unknown ids)."""
+        with self._lock:
+            sess = self._sessions.get(sid)
+            model_id, version = (
+                (sess.snapshot_of, sess.version) if sess is not None else self._evicted.get(sid, (None, None))
+            )
+            if model_id is None or version is None:
+                return None
+            latest = self._published.get(model_id, version)
+        if latest == version:
+            return None
+        return (
+            f"stale sampler: sampling session {sid!r} has version {version} of {model_id}'s weights, "
+            f"and the model was published again as version {latest}; this gateway serves the latest "
+            f"weights only, so create a new sampling client after each save_weights_for_sampler"
+        )
 
     async def get(self, sid: str) -> SamplerSession:
         """The session a request names, its weights loaded; 404 if unknown or dropped."""
@@ -128,8 +165,10 @@ class SamplerSessions:
     def _dormant(info: dict[str, Any]) -> SamplerSession:
         key: Any = {"snapshot": ("snapshot", info["id"]), "path": ("path", info.get("model_path")),
                     "base": ("base",)}.get(info.get("kind", "base"), ("base",))  # fmt: skip
+        version = info.get("version")
         return SamplerSession(info["id"], info.get("base_model", ""), info.get("model_path"), None,
-                              key, info.get("snapshot_of"), loaded=False, restore=info)  # fmt: skip
+                              key, info.get("snapshot_of"), loaded=False, restore=info,
+                              version=version if isinstance(version, int) else None)  # fmt: skip
 
     async def _wake(self, sid: str) -> SamplerSession:
         """Load the weights of a sampler session recorded by an earlier engine process."""
@@ -157,7 +196,8 @@ class SamplerSessions:
                     raise NotFound(f"sampling session {sid!r}: its snapshot is gone from the journal")
                 adapter = LoraAdapter.from_state_dict(sd, rank=int(info["rank"]), alpha=float(info["alpha"]),
                                                       device=self.device)  # fmt: skip
-                sess = SamplerSession(sid, self.model_name, None, adapter, dormant.key, dormant.snapshot_of)
+                sess = SamplerSession(sid, self.model_name, None, adapter, dormant.key, dormant.snapshot_of,
+                                      version=dormant.version)  # fmt: skip
             else:
                 sess = SamplerSession(sid, self.model_name, None, None, ("base",))
             with self._lock:

@@ -3,6 +3,11 @@
 A sample is checked on the server's loop against the context and the KV budget (cheaper to
 refuse than to run out of memory), then goes to the batched decode thread (`sampler.py`), whose
 completion resolves the request's future (`jobs.py`).
+
+Under the Miles contracts (`contract.py`) two more rules hold: sub-generations in flight are
+bounded (`SampleAdmission`: 429 before anything is spent), and only the latest publication of a
+training run's weights is served (a sample on an earlier one fails, also when the publish lands
+while it runs).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from typing import Any
 from tinker import types
 
 from tbconsole.engine import wire
-from tbconsole.engine.errors import BadRequest, EngineError, TooLarge
+from tbconsole.engine.contract import SampleAdmission
+from tbconsole.engine.errors import BadRequest, EngineError, TooLarge, TooManyRequests
 from tbconsole.engine.futures import Outcome
 from tbconsole.engine.jobs import Jobs
 from tbconsole.engine.journal import Journal
@@ -26,7 +32,8 @@ from tbconsole.engine.weights import Weights
 class SamplingOps:
     def __init__(self, *, sessions: Sessions, samplers: SamplerSessions, jobs: Jobs, journal: Journal,
                  sampler: Sampler, model: Qwen3LM, model_name: str, max_context: int,
-                 eos_ids: frozenset[int], max_num_samples: int, kv_budget_tokens: int):  # fmt: skip
+                 eos_ids: frozenset[int], max_num_samples: int, kv_budget_tokens: int,
+                 admission: SampleAdmission | None = None, latest_only: bool = False):  # fmt: skip
         self.sessions = sessions
         self.samplers = samplers
         self.jobs = jobs
@@ -39,6 +46,8 @@ class SamplingOps:
         self.eos_ids = eos_ids
         self.max_num_samples = max_num_samples
         self.kv_budget_tokens = kv_budget_tokens
+        self.admission = admission
+        self.latest_only = latest_only
 
     async def create_session(self, body: types.CreateSamplingSessionRequest) -> str:
         self.sessions.check(body.session_id)
@@ -52,6 +61,8 @@ class SamplingOps:
 
     async def sample(self, body: types.SampleRequest) -> dict[str, Any]:
         if body.sampling_session_id is not None:
+            if self.latest_only and (stale := self.samplers.stale_reason(body.sampling_session_id)):
+                return {**self.jobs.failed("sample", None, stale), "sample_sequence_ids": []}
             sess = await self.samplers.get(body.sampling_session_id)
         else:
             sess = await self.samplers.for_source("adhoc", body.model_path, body.base_model)
@@ -82,27 +93,45 @@ class SamplingOps:
                 f"num_samples x (prompt + max_tokens) = {need} tokens exceeds the engine's "
                 f"KV budget of {self.kv_budget_tokens}"
             )
+        admission, weight = self.admission, body.num_samples
+        if admission is not None:
+            admission.check_size(weight)
+            if not admission.try_acquire(weight):
+                raise TooManyRequests(
+                    f"sampling capacity reached ({admission.in_use}/{admission.capacity} sub-generations "
+                    "active); retry the identical request"
+                )
         rid, resolve = self.jobs.new_sample()
+        sid = sess.id
 
         def done(seqs, prompt_lp, hit_tokens, exc) -> None:
+            if admission is not None:
+                admission.release(weight)
             if exc is not None:
                 cat = "user" if isinstance(exc, EngineError) else "server"
                 resolve(Outcome(error=getattr(exc, "message", str(exc)), category=cat))
+            elif self.latest_only and (stale := self.samplers.stale_reason(sid)):
+                resolve(Outcome(error=f"{stale} (the publish landed while this sample ran)", category="user"))
             else:
                 resolve(Outcome(payload=wire.encode_sample_response(seqs, prompt_lp, hit_tokens)))
 
         adapter = sess.adapter
-        self.sampler.submit(
-            SampleJob(
-                prompt=prompt,
-                num_samples=body.num_samples,
-                params=params,
-                weights_key=sess.key,
-                get_weights=lambda: Weights.merged(self.model, adapter),
-                prompt_logprobs=bool(body.prompt_logprobs),
-                done=done,
+        try:
+            self.sampler.submit(
+                SampleJob(
+                    prompt=prompt,
+                    num_samples=body.num_samples,
+                    params=params,
+                    weights_key=sess.key,
+                    get_weights=lambda: Weights.merged(self.model, adapter),
+                    prompt_logprobs=bool(body.prompt_logprobs),
+                    done=done,
+                )
             )
-        )
+        except BaseException:
+            if admission is not None:
+                admission.release(weight)
+            raise
         seq_ids = [f"{rid}:{i}" for i in range(body.num_samples)]
         return {"request_id": rid, "model_id": None, "sample_sequence_ids": seq_ids}
 

@@ -10,6 +10,9 @@ under `<data dir>/live/` (`journal.py`) and come back on the first request that 
 an engine killed and restarted on the same data dir and port serves the SDK clients it had.
 Futures are not journaled: polling one from before the restart gets 410 for a sample (the SDK
 then sends the sample again) and 404 saying it was lost for anything else.
+
+`EngineSettings.contract` picks the gateway the engine behaves as (`contract.py`): hosted Tinker
+(the default) or the Miles gateway (`miles`, `miles-next`), with the parts that contract needs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,17 @@ import torch
 from aiohttp import web
 
 from tbconsole.engine.checkpoints import CheckpointStore
+from tbconsole.engine.contract import (
+    MILES_DEFAULT_MAX_ACTIVE_SAMPLES,
+    MILES_FUTURE_RETENTION_S,
+    MILES_GAP_TIMEOUT_S,
+    ExpiryFault,
+    GatewayContract,
+    Readiness,
+    SampleAdmission,
+    SeqLedger,
+)
+from tbconsole.engine.futures import FutureStore
 from tbconsole.engine.jobs import Jobs
 from tbconsole.engine.journal import Journal
 from tbconsole.engine.lora import merge_adapter_into_base
@@ -59,6 +73,29 @@ class EngineSettings:
     api_key: str | None = None  # if set, X-API-Key must match
     threads: int | None = None  # torch intra-op threads (default: all cores)
     decode_threads: int | None = None  # threads for decode steps (default: 1 on CPU)
+    # The gateway contract (`contract.py`) and what goes with it.
+    contract: GatewayContract = GatewayContract.TINKER
+    starting_seconds: float = 0.0  # healthz answers 503 this long after the app starts (any contract)
+    expire_futures: float = 0.0  # share of completed training results dropped at retrieval (any contract)
+    fault_seed: int = 0  # seeds the draws of expire_futures
+    max_active_samples: int = MILES_DEFAULT_MAX_ACTIVE_SAMPLES  # sub-generations in flight (Miles contracts)
+    # Miles' --tinker-operation-gap-timeout: accepted for parity, bounds nothing here, since this
+    # engine runs operations in arrival order and never waits for a missing seq_id.
+    operation_gap_timeout: float = MILES_GAP_TIMEOUT_S
+    future_replay_seconds: float = 300.0  # a delivered result is kept this long for re-polls
+    # A completed result never retrieved is reaped after this (Miles contracts; 410 afterwards).
+    future_retention_seconds: float = MILES_FUTURE_RETENTION_S
+
+    def __post_init__(self) -> None:
+        self.contract = GatewayContract.parse(self.contract)
+        if not 0.0 <= self.expire_futures <= 1.0:
+            raise ValueError(f"--expire-futures must be a share in [0, 1], got {self.expire_futures}")
+        if self.starting_seconds < 0:
+            raise ValueError(f"--starting-seconds must be >= 0, got {self.starting_seconds}")
+        if self.max_active_samples < 1:
+            raise ValueError(f"--max-active-samples must be >= 1, got {self.max_active_samples}")
+        if self.future_replay_seconds < 0 or self.future_retention_seconds <= 0:
+            raise ValueError("--future-replay-seconds must be >= 0 and --future-retention-seconds > 0")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -101,7 +138,16 @@ class Engine:
         data_dir = Path(settings.data_dir).expanduser()
         self.store = CheckpointStore(data_dir)
         self.journal = Journal(data_dir / "live")
-        self.jobs = Jobs(self.threads, settings.long_poll_s)
+        self.contract = settings.contract
+        miles = self.contract.is_miles
+        self.readiness = Readiness(settings.starting_seconds)
+        self.fault = ExpiryFault(settings.expire_futures, settings.fault_seed)
+        futures = FutureStore(keep_after_read_s=settings.future_replay_seconds,
+                              retention_s=settings.future_retention_seconds if miles else None,
+                              tombstones=miles)  # fmt: skip
+        self.jobs = Jobs(self.threads, settings.long_poll_s, futures=futures, fault=self.fault, unknown_is_gone=miles)
+        self.ledger = SeqLedger() if miles else None
+        self.admission = SampleAdmission(settings.max_active_samples) if miles else None
         self.trainer = Trainer(
             self.model, self.cfg, self.device,
             Limits(self.max_context, settings.max_tokens_per_request, settings.micro_batch_tokens),
@@ -126,6 +172,7 @@ class Engine:
             sampler=self.sampler, model=self.model, model_name=self.model_name,
             max_context=self.max_context, eos_ids=frozenset({tokenizer.eos_token_id}),
             max_num_samples=settings.max_num_samples, kv_budget_tokens=settings.kv_budget_tokens,
+            admission=self.admission, latest_only=miles,
         )  # fmt: skip
         runs = self.journal.run_count()
         if runs or len(self.samplers):
@@ -151,6 +198,9 @@ class Engine:
             "training_runs": len(self.runs),
             "samplers": len(self.samplers),
             "pending_futures": self.jobs.pending(),
+            "contract": self.contract.value,
+            "faults": self.fault.stats(),
+            **({"sampling_admission": self.admission.stats()} if self.admission is not None else {}),
             "journal": dict(self.journal.stats),
             "sampler": {
                 "requests": s.requests, "sampled_tokens": s.sampled_tokens,

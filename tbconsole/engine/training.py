@@ -68,17 +68,20 @@ class TrainingOps:
 
         return self.jobs.submit_training("create_model", model_id, job)
 
-    async def forward_backward(self, req: wire.ForwardBackwardIn) -> Promise:
+    async def forward_backward(self, req: wire.ForwardBackwardIn, *, json_reply: bool = False) -> Promise:
+        """`json_reply`: the result as JSON (a JSON request's), else protobuf."""
         run = await self.runs.get(req.model_id)
         self.trainer.validate(req.data, req.loss_fn, req.loss_fn_config)
 
-        def job() -> bytes:
+        def job() -> bytes | dict[str, Any]:
             first = not run.pending_grad
             outputs, metrics = self.trainer.forward_backward(
                 run, req.data, req.loss_fn, req.loss_fn_config, req.forward_only
             )
             if first and run.pending_grad:  # a restart now would lose gradients: say so then
                 self.journal.mark_grads(run.model_id)
+            if json_reply:
+                return wire.forward_backward_output_json(outputs, metrics)
             return wire.encode_forward_backward_output(outputs, metrics)
 
         return self.jobs.submit_training("forward" if req.forward_only else "forward_backward", run.model_id, job)
@@ -135,10 +138,12 @@ class TrainingOps:
             # Ephemeral snapshot (save_weights_and_get_sampling_client): memory, and the journal.
             sid = f"{session_id}:sample:{body.sampling_session_seq_id}"
             snap = run.adapter.snapshot()
+            version = self.samplers.publish(run.model_id)
             info = {"kind": "snapshot", "base_model": run.base_model, "snapshot_of": run.model_id,
-                    "rank": snap.rank, "alpha": snap.alpha}  # fmt: skip
+                    "rank": snap.rank, "alpha": snap.alpha, "version": version}  # fmt: skip
             self.journal.save_sampler(sid, info, snap.state_dict())
-            self.samplers.add(SamplerSession(sid, run.base_model, None, snap, ("snapshot", sid), run.model_id))
+            self.samplers.add(SamplerSession(sid, run.base_model, None, snap, ("snapshot", sid), run.model_id,
+                                             version=version))  # fmt: skip
             return {"sampling_session_id": sid, "type": "save_weights_for_sampler"}
 
         return self.jobs.submit_training("save_weights_for_sampler", run.model_id, job)
