@@ -95,14 +95,24 @@ class GatewayProbes(Rule):
             Advice(
                 key=self.name,
                 severity=LogLevel.ERROR,
-                message=(
-                    f"the gateway at {item.base_url} failed {self.failed} probes in a row: {item.error or 'no answer'} "
-                    "— groups in flight are cancelled until it answers; check the gateway"
-                ),
+                message=_probes_message(item, self.failed),
                 threshold=f"advise.failed_probes={self.t.failed_probes}",
                 value=float(self.failed),
             )
         )
+
+
+def _probes_message(item: ev.GatewayHealth, failed: int) -> str:
+    """Down or (re)starting, and what the run does about it: rides the outage out up to its limit
+    (the groups run again once the gateway answers), or cancels the groups until it answers."""
+    what = "is restarting (it answers 503: loading)" if item.starting else "is down"
+    head = f"the gateway at {item.base_url} {what}: {failed} probes in a row failed ({item.error or 'no answer'})"
+    if item.outage_limit_s:
+        return (
+            f"{head} — groups in flight are cancelled unscored and run again once it answers; the run "
+            f"stops if it is still down {item.outage_limit_s:g} s after its first failed probe (gateway.outage_limit)"
+        )
+    return f"{head} — groups in flight are cancelled until it answers; check the gateway"
 
 
 # What the SDK logs when it sends a request again after a failure (an HTTP status it retries,

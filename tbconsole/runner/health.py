@@ -166,7 +166,8 @@ async def wait_until_ready(
             )
         if said is None or time.monotonic() - said >= say_every:
             said = time.monotonic()
-            publish(LogLine(level=LogLevel.INFO, message=f"the gateway at {base_url} is starting ({error}); "
+            publish(LogLine(level=LogLevel.INFO, message=f"the gateway at {base_url} is starting "
+                            f"({error.removeprefix('starting: ')}); "
                             f"waiting, {format_duration(waited)} of {format_duration(start_timeout)} "
                             "(gateway.start_timeout)"))  # fmt: skip
         await asyncio.sleep(min(poll, max(0.0, start_timeout - waited)))

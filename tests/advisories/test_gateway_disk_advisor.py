@@ -43,10 +43,22 @@ def test_fast_probes_never_fire_however_many_times_their_baseline():
 def test_failing_probes_in_a_row_are_an_error_until_one_answers():
     out = replay([_probe(0, 5.0), _probe(5, ok=False, error="refused"), _probe(10, ok=False, error="refused")])
     (advice,) = raised(out, "gateway-probes")
-    assert advice.severity == LogLevel.ERROR and "failed 2 probes in a row: refused" in advice.message
+    assert advice.severity == LogLevel.ERROR and "is down: 2 probes in a row failed (refused)" in advice.message
     assert raised(replay([_probe(0, 5.0), _probe(5, ok=False, error="x"), _probe(10, 5.0)])) == []  # one: not yet
     out = replay([_probe(5, ok=False), _probe(10, ok=False), _probe(15, ok=False), _probe(20, 4.0)])
     assert len(raised(out)) == 1 and [e.message for e in cleared(out)] == ["the gateway answers again (4 ms)"]
+
+
+def test_an_outage_being_ridden_out_says_so_and_a_restarting_gateway_is_not_called_down():
+    def failing(ts, starting=False):
+        return ev.GatewayHealth(ts=ts, base_url="http://gw", ok=False, latency_ms=None, error="e",
+                                starting=starting, down_since=5, outage_limit_s=600)  # fmt: skip
+
+    (advice,) = raised(replay([_probe(0, 5.0), failing(5), failing(10)]), "gateway-probes")
+    assert "is down" in advice.message and "run again once it answers" in advice.message
+    assert "600 s after its first failed probe (gateway.outage_limit)" in advice.message
+    (advice,) = raised(replay([_probe(0, 5.0), failing(5, True), failing(10, True)]), "gateway-probes")
+    assert "is restarting (it answers 503: loading)" in advice.message and "is down" not in advice.message
 
 
 def test_sdk_retries_within_the_window(stream):

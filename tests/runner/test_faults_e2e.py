@@ -69,6 +69,16 @@ def _tbconsole(*args: str, env: dict, cwd: Path | None = None) -> subprocess.Pop
     )
 
 
+def _wait_for_port(port: int, engine: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
+        time.sleep(0.2)
+
+
 @pytest.mark.root
 @pytest.mark.slow
 def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_reason(tmp_path):
@@ -86,19 +96,13 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
     log = tmp_path / "run"
     run = None
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
-            time.sleep(0.2)
+        _wait_for_port(port, engine)
         run = _tbconsole(
             "demo",
             "--headless",
             f"config.base_url=http://127.0.0.1:{port}",
             f"config.log_path={log}",
-            "gateway.outage_limit=15",  # rides an outage out this long, then stops with the reason
+            "gateway.outage_limit=5",  # rides an outage out this long, then stops with the reason
             *SMALL,
             env=_env(TINKER_API_KEY="tml-local"),
         )
@@ -128,19 +132,29 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
-    log = tmp_path / "run"
-    args = ("demo", "--headless", f"config.log_path={log}", *SMALL)
-    first = _tbconsole(*args, env=_env())
+    """On the Miles gateway's contract (the engine's --contract miles-next: latest weights only)."""
+    log, port = tmp_path / "run", _free_port()
+    engine = _tbconsole("engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent", "--data-dir",
+                        str(tmp_path / "engine"), "--contract", "miles-next", env=_env())  # fmt: skip
+    args = ("demo", "--headless", f"config.log_path={log}", f"config.base_url=http://127.0.0.1:{port}",
+            "gateway.latest_weights_only=true", *SMALL)  # fmt: skip
+    first = second = None
     try:
+        _wait_for_port(port, engine)
+        first = _tbconsole(*args, env=_env(TINKER_API_KEY="tml-local"))
         deadline = time.monotonic() + 300
         while not any(e.kind == "proxy.request" and e.captured for e in _events(log)):
             assert first.poll() is None and time.monotonic() < deadline, "no captured turn"
             time.sleep(0.2)
-    finally:
         first.kill()  # SIGKILL: no cleanup at all
         first.wait()
-    second = _tbconsole(*args, env=_env())
-    out, _ = second.communicate(timeout=600)
+        second = _tbconsole(*args, env=_env(TINKER_API_KEY="tml-local"))
+        out, _ = second.communicate(timeout=600)
+    finally:
+        for proc in (engine, first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert second.returncode == 0, out[-3000:]
     step_dir = log / "capture" / "step_000000"
     assert sorted(p.name for p in step_dir.iterdir()) == ["group_000", "group_000-r1"]

@@ -220,6 +220,7 @@ def _free_port() -> int:
 
 
 def _start_engine(port: int, data_dir: Path):
+    """The engine on the Miles gateway's contract, as the SDK installed here can use it."""
     import socket
     import subprocess
 
@@ -235,6 +236,8 @@ def _start_engine(port: int, data_dir: Path):
             "tbconsole/qwen3-tiny-agent",
             "--data-dir",
             str(data_dir),
+            "--contract",
+            "miles-next",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -250,10 +253,11 @@ def _start_engine(port: int, data_dir: Path):
 
 @pytest.mark.slow
 async def test_the_engine_killed_mid_batch_then_restarted_is_ridden_out_and_trains_the_step(tmp_path, monkeypatch):
-    """The whole runner against an engine process that is killed with SIGKILL while the batch's
-    agents run: no trial is scored and nobody is asked; the engine is started again on the same
-    port and data within gateway.outage_limit, the group runs a fresh attempt by itself, and the
-    step trains on exactly its captures."""
+    """The whole runner against an engine process on the Miles gateway's contract (serving only
+    its latest weights) that is killed with SIGKILL while the batch's agents run: no trial is
+    scored and nobody is asked; the engine is started again on the same port and data within
+    gateway.outage_limit, the group runs a fresh attempt by itself, and the step trains on
+    exactly its captures."""
     import json
     import signal
 
@@ -279,6 +283,7 @@ async def test_the_engine_killed_mid_batch_then_restarted_is_ridden_out_and_trai
                 "config.max_tokens=64",
                 "config.eval_every=0",
                 "config.kl_penalty_coef=0",
+                "gateway.latest_weights_only=true",
             ],
             demo.demo_defaults(),
         )
