@@ -131,11 +131,30 @@ def check(args: TrainArgs) -> None:
     bad_ledger = options_problems(args.ledger)
     if bad_ledger:
         raise OptionsError("; ".join(bad_ledger) + " (see docs/ledger.md).")
-    if config.async_config is not None or config.stream_minibatch_config is not None:
+    if config.async_config is not None:
         raise OptionsError(
-            "The recipe trains synchronously (on-policy): leave config.async_config "
-            "and config.stream_minibatch_config unset."
+            "The recipe trains on-policy: leave config.async_config unset (off-policy sampling is not "
+            "supported yet); config.stream_minibatch_config overlaps sampling and training on-policy."
         )
+    stream = config.stream_minibatch_config
+    if stream is not None:
+        batch_groups = getattr(config.dataset_builder, "groups_per_batch", stream.groups_per_batch)
+        bad = stream_problems(stream.groups_per_batch, stream.num_minibatches, config.num_substeps, batch_groups)
+        if bad:
+            raise OptionsError(bad)
+
+
+def stream_problems(groups: int, minibatches: int, substeps: int, batch_groups: int) -> str | None:
+    """What is wrong with config.stream_minibatch_config, said before anything starts (the
+    cookbook would assert mid-run, or wait for groups a batch never has)."""
+    key = "config.stream_minibatch_config"
+    if groups != batch_groups:
+        return (f"{key}.groups_per_batch={groups} must equal config.dataset_builder.groups_per_batch="
+                f"{batch_groups}: the stream trains on the batch's groups.")  # fmt: skip
+    if minibatches < 1 or substeps < 1 or groups % substeps or (groups // substeps) % minibatches:
+        return (f"{key}: groups_per_batch={groups} must split evenly into config.num_substeps={substeps} "
+                f"substeps of {key}.num_minibatches={minibatches} minibatches each.")  # fmt: skip
+    return None
 
 
 def resolve_renderer_name(config: rl_train.Config) -> str:

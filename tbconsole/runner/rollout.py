@@ -93,6 +93,9 @@ class RunContext:
     _gates: dict[int, asyncio.Future] = field(default_factory=dict)
     _plans: dict[int, list[Path]] = field(default_factory=dict)  # batch -> each group's task, as opened
     _groups: set[asyncio.Task] = field(default_factory=set)  # groups running now (any batch)
+    # Streaming loops run each group in a task nobody awaits: the first error a group raises (a
+    # failed group, a stop at the batch boundary) is handed to the loop's driver here instead.
+    group_errors: asyncio.Future | None = None
 
     @property
     def folder(self) -> runfolder.RunFolder:
@@ -158,6 +161,15 @@ class HarborRolloutStrategy(RolloutStrategy):
         self.ctx._groups.add(task)
         try:
             return await self._execute(builder, policy)
+        except Exception as exc:
+            errors = self.ctx.group_errors
+            if errors is None:
+                raise
+            if not errors.done():
+                errors.set_exception(exc)
+            # Nobody awaits this task: wait here to be cancelled with the run's other groups.
+            await asyncio.Future()
+            raise AssertionError("unreachable") from None
         finally:
             self.ctx._groups.discard(task)
 

@@ -210,7 +210,13 @@ async def _run(
     gc.freeze()
     inbox = ControlInbox(ctx.log_path, control, on_error=lambda m: publish(LogLine(level=LogLevel.WARNING, message=m)))
     background = [asyncio.create_task(job) for job in (inbox.run(), gateway.run(), advice.run())]
-    loop = rl_train.do_sync_training(
+    # Synchronous (the seed's), or streaming minibatches: still on-policy, but a batch's first
+    # groups train while the others still sample (config.stream_minibatch_config).
+    train_loop = rl_train.do_sync_training
+    if config.stream_minibatch_config is not None:
+        train_loop = rl_train.do_sync_training_with_stream_minibatch
+        ctx.group_errors = asyncio.get_running_loop().create_future()
+    loop = train_loop(
         start_batch=start_batch,
         end_batch=end_batch,
         num_batches=end_batch,
@@ -261,7 +267,7 @@ async def _drive(
     """The cookbook's loop to its end: done (then the final evaluation), stopped, failed, or
     cancelled by an abort. The groups still running when it ends are cancelled."""
     control = ctx.control
-    training = asyncio.create_task(loop)
+    training = asyncio.create_task(_raising_group_errors(loop, ctx))
     aborted = asyncio.create_task(control.abort_requested.wait())
     try:
         await asyncio.wait({training, aborted}, return_when=asyncio.FIRST_COMPLETED)
@@ -280,6 +286,20 @@ async def _drive(
         await ctx.cancel_groups()  # siblings of a group that raised must not outlive the run
         aborted.cancel()
         await asyncio.gather(aborted, return_exceptions=True)
+
+
+async def _raising_group_errors(loop: Coroutine[Any, Any, None], ctx: RunContext) -> None:
+    """The loop, ended by the first error a group raised where nobody awaits it (the streaming
+    loop's groups, ``RunContext.group_errors``), raised here as the synchronous loop raises it."""
+    if ctx.group_errors is None:
+        return await loop
+    training = asyncio.ensure_future(loop)
+    await asyncio.wait({training, ctx.group_errors}, return_when=asyncio.FIRST_COMPLETED)
+    if training.done():
+        return training.result()
+    training.cancel()
+    await asyncio.gather(training, return_exceptions=True)
+    raise ctx.group_errors.exception()  # type: ignore[misc]
 
 
 async def _context(

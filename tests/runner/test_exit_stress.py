@@ -1,5 +1,6 @@
 """Nothing hangs: the recipe's runner, run again and again on batches whose trials all fail at
-once (at different moments: at the verifier, mid-agent, with a sibling group still starting),
+once (at different moments: at the verifier, mid-agent, with a sibling group still starting;
+every other run streaming minibatches, whose groups nobody awaits),
 returns with nothing left behind: no task on its event loop (what kept a process alive after
 run.ended), no sandbox folder and no sandbox process. Then the same as real processes, each
 of which must exit within seconds of its run.ended."""
@@ -77,7 +78,11 @@ async def test_runs_whose_trials_all_fail_return_with_nothing_left(tmp_path, san
         monkeypatch.setenv("TINKER_API_KEY", engine.api_key)
         for i in range(ITERATIONS):
             root = tmp_path / f"r{i}"
-            parsed = parse(recipe_args(root, failing_tasks(root, rng), sandbox_root, engine.base_url))
+            args = recipe_args(root, failing_tasks(root, rng), sandbox_root, engine.base_url)
+            if i % 2:  # streaming minibatches: the cookbook runs each group in a task nobody awaits
+                args += ["config.stream_minibatch_config.groups_per_batch=2",
+                         "config.stream_minibatch_config.num_minibatches=2"]  # fmt: skip
+            parsed = parse(args)
             bus = EventBus(root / "run")
             started = time.monotonic()
             result = await asyncio.wait_for(train.main(parsed, bus, RunControl(bus.publish)), 120)

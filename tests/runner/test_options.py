@@ -63,11 +63,27 @@ def test_the_seed_command_parses_with_native_names_and_defaults():
         (["learning_rate"], "not KEY=VALUE"),
         (["config.kl_penalty_coef=0.1"], "kl_reference_config.base_model"),
         (["harbor.eval_group_size=0"], "at least 1"),
+        (["gateway.outage_limit=-1"], "gateway.outage_limit must be 0 or more"),
+        (["config.async_config.max_steps_off_policy=1", "config.async_config.groups_per_batch=4"], "async_config"),
+        (
+            ["config.stream_minibatch_config.groups_per_batch=3", "config.stream_minibatch_config.num_minibatches=1"],
+            "must equal config.dataset_builder.groups_per_batch",
+        ),  # fmt: skip
+        (
+            ["config.stream_minibatch_config.groups_per_batch=4", "config.stream_minibatch_config.num_minibatches=3"],
+            "split evenly",
+        ),  # fmt: skip
     ],
 )
 def test_rule_violations_are_one_readable_error(extra, message):
     with pytest.raises(OptionsError, match=message):
         parse(SEED_ARGS + extra)
+
+
+def test_a_stream_that_fits_the_batch_parses():
+    parsed = parse(SEED_ARGS + ["config.stream_minibatch_config.groups_per_batch=4",
+                                "config.stream_minibatch_config.num_minibatches=2"])  # fmt: skip
+    assert parsed.args.config.stream_minibatch_config.num_minibatches == 2
 
 
 def test_missing_required_keys_are_named():
