@@ -223,7 +223,9 @@ async def _run(
         config=config,
         training_client=cast(tinker.TrainingClient, training_client),
         kl_reference_client=clients.kl_reference,
-        evaluators=evaluators,
+        # config.eval_every=0 means no evaluation in every loop (the streaming one would still
+        # evaluate before its last batch).
+        evaluators=evaluators if config.eval_every > 0 else [],
         dataset=dataset,
         ml_logger=metrics.logger,
         tokenizer=tokenizer,
