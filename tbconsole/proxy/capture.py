@@ -65,6 +65,9 @@ class CapturedTurn:
     # this prompt extends exactly, else why it starts a new datum (a NewDatum value; None on turn 0).
     continues: int | None = None
     new_datum: str | None = None
+    # The update whose weights sampled this turn (0: the initial weights); None where the sampler
+    # does not say (a stand-in sampler).
+    weights: int | None = None
 
 
 class CaptureError(Exception):
@@ -146,6 +149,8 @@ class CaptureWriter:
             record["continues"] = turn.continues
         if turn.new_datum is not None:
             record["new_datum"] = str(turn.new_datum)
+        if turn.weights is not None:
+            record["weights"] = turn.weights
         line = orjson.dumps(record) + b"\n"
         if turn.text:  # the text is for viewers: text that cannot be written never costs the turn
             try:
@@ -216,6 +221,7 @@ def read_capture(path: Path) -> list[CapturedTurn]:
                 temperature=record["temperature"],
                 continues=record.get("continues"),
                 new_datum=record.get("new_datum"),
+                weights=record.get("weights"),
             )
         )
         prev = prompt

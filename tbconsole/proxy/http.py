@@ -221,6 +221,7 @@ class ProxyHttp:
                     sample_ms=out.sample_ms,
                     total_ms=elapsed_ms(out.t0),
                     error=out.error[:500] if out.error else None,
+                    weights=out.weights,
                 )
             )
 

@@ -44,6 +44,9 @@ RENDER_THREADS = 4  # per proxy: a long render in one trial leaves room for the 
 # Renders that tokenize fewer characters (a few ms) stay on the loop: a thread hop costs more
 # than that under load (a thread waits up to the 5 ms GIL switch interval for the busy loop).
 INLINE_RENDER_CHARS = 32 * 1024
+# Samples again from newer weights when a publish retired the sampler mid-call (``_sample_latest``):
+# more than a few publishes during one sample means the trainer outruns sampling altogether.
+MOVED_WEIGHTS_RETRIES = 3
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Outcome:
     output_tokens: int = 0
     stop_reason: str | None = None
     sample_ms: float | None = None
+    weights: int | None = None  # the update whose weights sampled it, when the sampler says
 
 
 class Exchange(Protocol):
@@ -221,7 +225,7 @@ class Pipeline:
     async def _sample(self, trial: Trial, prompt: list[int], params: tinker.SamplingParams, out: Outcome) -> Sampled:
         t_sample = time.perf_counter()
         try:
-            sampled = await sample_once(self._sampling_client(), prompt, params, self.sample_timeout_s)
+            sampled = await self._sample_latest(prompt, params, out)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the sampler's failure (or timeout), not the client's
@@ -231,6 +235,26 @@ class Pipeline:
             out.sample_ms = elapsed_ms(t_sample)
         out.output_tokens, out.stop_reason = len(sampled.tokens), sampled.stop_reason
         return sampled
+
+    async def _sample_latest(self, prompt: list[int], params: tinker.SamplingParams, out: Outcome) -> Sampled:
+        """One sample from the current sampler. Where the proxy follows the latest weights (a
+        callable sampler) and newer weights were published while the call ran, a failure is the
+        publish retiring the sampler (a gateway serving only its latest weights refuses the old
+        one): the turn is sampled again from the new weights, the failed call having produced
+        nothing. A run's samplers carry the update their weights come from
+        (``runner.weights.VersionedSampler``), recorded on the turn."""
+        for _ in range(MOVED_WEIGHTS_RETRIES):
+            client = self._sampling_client()
+            out.weights = getattr(client, "weights_version", None)
+            try:
+                return await sample_once(client, prompt, params, self.sample_timeout_s)
+            except Exception:
+                if self._sampling_client() is client:
+                    raise
+                log.info("weights moved from update %s while sampling: sampling again", out.weights)
+        client = self._sampling_client()
+        out.weights = getattr(client, "weights_version", None)
+        return await sample_once(client, prompt, params, self.sample_timeout_s)
 
     def _sampling_client(self) -> Any:
         """``sampler`` is a client, or a callable returning the current one."""
@@ -283,6 +307,7 @@ class Pipeline:
             text=text,
             continues=splice.continues,
             new_datum=splice.new_datum,
+            weights=out.weights,
         )
         try:
             trial.record(turn, splice.shared)

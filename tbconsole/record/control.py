@@ -56,11 +56,15 @@ class RunControl:
         self._before_decision: ControlState | RunStatus = ControlState.RUNNING
         self.abort_requested = asyncio.Event()
         self.stop_requested = False
+        self.stop_event = asyncio.Event()  # set with stop_requested: the off-policy driver waits on it
         self._running_trials: dict[str, Callable[[], None]] = {}  # trial id -> how to cancel it
         self._ended_trials: set[str] = set()
         # The difficulty ledger's task commands (drop_task, readmit_task, weight_task): the
         # runner's ``runner.admission.TaskAdmissions``; None where a run takes none.
         self.task_commands: Callable[[str, str], None] | None = None
+        # The off-policy mode's max_steps_off_policy, lowered live (``runner.offpolicy``); None
+        # where the run is not off-policy.
+        self.off_policy_limit: Callable[[int], None] | None = None
 
     def _set(self, state: ControlState | RunStatus, reason: str | None = None) -> None:
         self.state = state
@@ -84,6 +88,7 @@ class RunControl:
         if self.state in (ControlState.STOPPING, ControlState.ABORTING, *ENDED):
             raise ControlError(f"cannot stop while {self.state}")
         self.stop_requested = True
+        self.stop_event.set()
         self._resume.set()  # a paused run must wake up to stop
         self._set(ControlState.STOPPING, "stop after the current batch is trained")
 
@@ -127,6 +132,19 @@ class RunControl:
             raise ControlError(f"{command} needs a task name")
         self.task_commands(command, argument)
 
+    def set_max_steps_off_policy(self, argument: str) -> None:
+        """Lower the off-policy mode's max_steps_off_policy from the next update on (recorded as
+        an off_policy.limit event)."""
+        if self.state in (ControlState.ABORTING, *ENDED):
+            raise ControlError(f"no update comes after this one while {self.state}")
+        if self.off_policy_limit is None:
+            raise ControlError("this run is not off-policy (config.async_config is unset)")
+        try:
+            limit = int(argument.strip())
+        except ValueError:
+            raise ControlError(f"set_max_steps_off_policy needs a whole number of updates, not {argument!r}") from None
+        self.off_policy_limit(limit)
+
     def apply(self, command: str, argument: str | None = None) -> None:
         """Dispatch a command by name (the control inbox and the console's palette)."""
         if command not in COMMANDS:
@@ -137,6 +155,8 @@ class RunControl:
             self.cancel_trial(argument or "")
         elif command in TASK_COMMANDS:
             self.change_task(command, argument or "")
+        elif command == ControlCommand.SET_MAX_STEPS_OFF_POLICY:
+            self.set_max_steps_off_policy(argument or "")
         else:
             getattr(self, command)()
 

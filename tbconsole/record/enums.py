@@ -77,6 +77,28 @@ class ControlCommand(StrEnum):
     DROP_TASK = "drop_task"
     READMIT_TASK = "readmit_task"
     WEIGHT_TASK = "weight_task"
+    # Off-policy mode only (config.async_config): the most updates a group's weights may lag the
+    # update it trains in, lowered live (argument: an integer from 0 up to the configured value).
+    # Recorded as an off_policy.limit event; it takes effect from the next update on.
+    SET_MAX_STEPS_OFF_POLICY = "set_max_steps_off_policy"
+
+
+class TrainingMode(StrEnum):
+    """How sampling and training take turns (``run.started``'s ``training_mode``;
+    ``docs/recipe.md``, *Overlapping sampling and training*)."""
+
+    SYNC = "sync"  # the seed's: a batch samples, then trains; the next batch waits for it
+    STREAM = "stream"  # config.stream_minibatch_config: on-policy, a batch trains as its groups return
+    ASYNC = "async"  # config.async_config: sampling never waits; groups may be K updates old
+
+
+class DropReason(StrEnum):
+    """Why a group whose trials all ran was never trained (``group.dropped``): sandbox time paid
+    for nothing, which the ledger counts as waste."""
+
+    STALE = "stale"  # its weights lagged the update it would train in by more than max_steps_off_policy
+    ABANDONED = "abandoned"  # the run stopped (or was killed) before an update took it
+    UNFINISHED = "unfinished"  # the run ended before its group could fill a batch
 
 
 class Decision(StrEnum):

@@ -96,6 +96,10 @@ class RunStarted(Event):
     # The difficulty ledger's families: task -> its task.toml [metadata] category, or its name by
     # the run's name rule (ledger.family_pattern). Empty in runs recorded before it was.
     task_families: dict[str, str] = field(default_factory=dict, metadata=RAW)
+    # How sampling and training take turns (a TrainingMode value; "sync" in runs recorded before),
+    # and in the off-policy mode the configured max_steps_off_policy.
+    training_mode: str = "sync"
+    max_steps_off_policy: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +118,18 @@ class ControlChanged(Event):
     kind: ClassVar[str] = "control.changed"
     state: str
     reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffPolicyLimit(Event):
+    """The most updates a group's sampling weights may lag the update that trains it
+    (``config.async_config.max_steps_off_policy``), from update ``from_update`` on: at the run's
+    start, and each time someone lowers it."""
+
+    kind: ClassVar[str] = "off_policy.limit"
+    max_steps_off_policy: int
+    from_update: int
+    by: str  # "config" at the start, or a DecisionBy value (console) when lowered live
 
 
 # -- gateway ----------------------------------------------------------------------------------
@@ -236,6 +252,9 @@ class TrialEnded(Event):
     reply_digest: str | None = None
     reply_chars: int | None = None
     reply_text: str | None = None
+    # The updates whose weights sampled its turns, oldest first (one unless a trial ran across an
+    # update on a gateway serving only its latest weights). Empty where unknown.
+    weights: list[int] = field(default_factory=list)
 
 
 # -- the capture proxy ------------------------------------------------------------------------
@@ -260,6 +279,9 @@ class ProxyRequest(Event):
     sample_ms: float | None = None
     total_ms: float | None = None
     error: str | None = None  # why it was rejected / failed
+    # The update whose weights sampled it (0: the initial weights); None where unknown (replays
+    # of runs recorded before it was, a stand-in sampler).
+    weights: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,6 +293,45 @@ class CaptureLost(Event):
     group: int
     trial: str = field(metadata=RAW)
     error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupTrained(Event):
+    """A group's trials went into update ``update`` (the training step; in the synchronous mode
+    the same as the group's ``step``). ``weights``: the updates its turns were sampled with,
+    oldest first (one, unless the gateway serves only its latest weights and a trial ran across
+    an update); its staleness is ``update - weights[0]``."""
+
+    kind: ClassVar[str] = "group.trained"
+    step: int  # the batch the group was drawn from (its trials' step)
+    group: int
+    update: int
+    weights: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupDropped(Event):
+    """A group whose trials ran but which no update will train: why (a DropReason value), the
+    weights it sampled with, the update the run had reached, and what it cost."""
+
+    kind: ClassVar[str] = "group.dropped"
+    step: int
+    group: int
+    reason: str  # a DropReason value
+    weights: list[int] = field(default_factory=list)
+    update: int  # the update being filled when it was dropped
+    trials: int = 0
+    sandbox_seconds: float = 0.0  # the trials' wall time in their sandboxes, summed
+    datums: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingStarted(Event):
+    """Update ``update`` began: its first forward-backward went to the trainer. It ends with
+    ``batch.ended`` of the same step (the cookbook's metrics row)."""
+
+    kind: ClassVar[str] = "training.started"
+    update: int
 
 
 # -- training -----------------------------------------------------------------------------------

@@ -41,6 +41,15 @@ class LatestWeightsClient:
         self.latest = {path: sampling_client}  # older ones are no longer served
         return path
 
+    async def save_state_async(self, name: str, ttl_seconds: int | None = None) -> Any:
+        """The training state, without expiry (such a gateway refuses any TTL)."""
+        return await self._client.save_state_async(name)
+
+    async def save_weights_for_sampler_async(self, name: str, ttl_seconds: int | None = None) -> Any:
+        """A named sampler checkpoint (the off-policy loop's first one) becomes the latest weights,
+        published without a name, under their placeholder path."""
+        return _Saved(await self.publish_latest(name))
+
     def create_sampling_client(self, model_path: str, *args: Any, **kwargs: Any) -> Any:
         if model_path.startswith(LATEST_PREFIX):
             if model_path not in self.latest:
@@ -50,6 +59,16 @@ class LatestWeightsClient:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
+
+
+class _Saved:
+    """A finished save's future, as the SDK's: ``await result_async()`` gives ``.path``."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    async def result_async(self, *args: Any, **kwargs: Any) -> _Saved:
+        return self
 
 
 class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):

@@ -14,7 +14,7 @@ task's place (``runner.admission``): then the batches follow the schedule's weig
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +60,8 @@ class HarborGroupBuilder(EnvGroupBuilder):
     agent_name: str = "agent"
     # Filled by the rollout strategy, in the order of the returned trajectories.
     rewards: list[TrialReward] = field(default_factory=list)
+    # Set by the rollout strategy: tells the run's group book that an update takes this group.
+    on_trained: Callable[[], None] | None = None
 
     @property
     def task_name(self) -> str:
@@ -79,6 +81,10 @@ class HarborGroupBuilder(EnvGroupBuilder):
         return [(r.reward, dict(r.metrics)) for r in self.rewards]
 
     def logging_tags(self) -> list[str]:
+        # The cookbook asks each group of an update for its tags as it prepares the update's data
+        # (``prepare_minibatch``): the one point where it says which groups an update takes.
+        if self.on_trained is not None:
+            self.on_trained()
         return ["harbor", self.agent_name, self.task_name]
 
 
@@ -90,6 +96,8 @@ class HarborDataset(RLDataset):
     epochs: int
     agent_name: str = "agent"
     schedule: Schedule = field(init=False)
+    # A resumed off-policy run: (the update it resumed at, the untrained groups in drawn order).
+    resumed: tuple[int, list[tuple[int, int]]] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.schedule = Schedule(len(self.tasks), self.groups_per_batch, len(self.tasks) * self.epochs)
@@ -98,17 +106,39 @@ class HarborDataset(RLDataset):
         return math.ceil(len(self.tasks) * self.epochs / self.groups_per_batch)
 
     def get_batch(self, index: int) -> Sequence[HarborGroupBuilder]:
-        return [
-            HarborGroupBuilder(
-                task_dir=self.tasks[task],
-                task_index=task,
-                batch=index,
-                group=group,
-                group_size=self.group_size,
-                agent_name=self.agent_name,
-            )
-            for group, task in enumerate(self.schedule.batch(index))
-        ]
+        """What the cookbook's loop samples as its ``index``-th batch: the recipe's batch, or, in
+        a resumed off-policy run, the next groups not yet trained (``resume_untrained``)."""
+        if self.resumed is None:
+            return self.batch_groups(index)
+        start, order = self.resumed
+        n = self.groups_per_batch
+        return [self._builder(step, group) for step, group in order[(index - start) * n : (index - start + 1) * n]]
+
+    def batch_groups(self, index: int) -> list[HarborGroupBuilder]:
+        """Batch ``index``'s groups, as drawn (the batch its trials are announced under)."""
+        return [self._builder(index, group, task) for group, task in enumerate(self.schedule.batch(index))]
+
+    def resume_untrained(self, start: int, trained: set[tuple[int, int]]) -> int:
+        """An off-policy run resumed at update ``start``: an update takes whichever groups return
+        first, so the groups trained before the stop are not the first ``start`` batches. The
+        loop's batches from ``start`` on are the groups no update trained, in the order they were
+        drawn, ``groups_per_batch`` at a time: none trains twice, none is skipped. Returns how many
+        groups drawn before the stop run again."""
+        order = [(b, g) for b in range(len(self)) for g in range(len(self.schedule.batch(b))) if (b, g) not in trained]
+        self.resumed = (start, order)
+        return sum(1 for b, _ in order if b < start)
+
+    def _builder(self, step: int, group: int, task: int | None = None) -> HarborGroupBuilder:
+        if task is None:
+            task = self.schedule.batch(step)[group]
+        return HarborGroupBuilder(
+            task_dir=self.tasks[task],
+            task_index=task,
+            batch=step,
+            group=group,
+            group_size=self.group_size,
+            agent_name=self.agent_name,
+        )
 
 
 @chz.chz

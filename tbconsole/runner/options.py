@@ -131,17 +131,31 @@ def check(args: TrainArgs) -> None:
     bad_ledger = options_problems(args.ledger)
     if bad_ledger:
         raise OptionsError("; ".join(bad_ledger) + " (see docs/ledger.md).")
-    if config.async_config is not None:
-        raise OptionsError(
-            "The recipe trains on-policy: leave config.async_config unset (off-policy sampling is not "
-            "supported yet); config.stream_minibatch_config overlaps sampling and training on-policy."
-        )
     stream = config.stream_minibatch_config
+    if config.async_config is not None:
+        bad = async_problems(config.async_config, stream is not None, builder.groups_per_batch)
+        if bad:
+            raise OptionsError(bad)
     if stream is not None:
         batch_groups = getattr(config.dataset_builder, "groups_per_batch", stream.groups_per_batch)
         bad = stream_problems(stream.groups_per_batch, stream.num_minibatches, config.num_substeps, batch_groups)
         if bad:
             raise OptionsError(bad)
+
+
+def async_problems(async_config, streaming: bool, batch_groups: int) -> str | None:
+    """What is wrong with config.async_config, said before anything starts."""
+    key = "config.async_config"
+    if streaming:
+        return (f"Choose one way to overlap sampling and training: {key} (off-policy) or "
+                "config.stream_minibatch_config (on-policy), not both.")  # fmt: skip
+    if async_config.max_steps_off_policy < 0:
+        return f"{key}.max_steps_off_policy must be 0 or more updates (got {async_config.max_steps_off_policy})."
+    if async_config.groups_per_batch != batch_groups:
+        return (f"{key}.groups_per_batch={async_config.groups_per_batch} must equal "
+                f"config.dataset_builder.groups_per_batch={batch_groups}: an update trains as many groups "
+                "as a batch draws, so every drawn group trains once (or is dropped, and said so).")  # fmt: skip
+    return None
 
 
 def stream_problems(groups: int, minibatches: int, substeps: int, batch_groups: int) -> str | None:

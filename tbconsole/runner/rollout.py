@@ -61,6 +61,7 @@ from tbconsole.runner.trials import TrialTemplate
 if TYPE_CHECKING:  # the proxy is imported when a group runs (run_group)
     from tbconsole.proxy import CaptureProxy
     from tbconsole.proxy.sampling import Sampler
+    from tbconsole.runner.groupbook import GroupBook
 
 
 class StopRun(Exception):
@@ -86,6 +87,7 @@ class RunContext:
     dataset: Any = None  # HarborDataset, to announce each batch's groups
     gateway: GatewayWatch | None = None  # None: nobody watches (tests with scripted samplers)
     token_continuity: bool = True  # harbor.token_continuity: sampled tokens kept in later prompts
+    remove_constant_reward_groups: bool = False  # config's: such groups are never trained
     # (trial id, Harbor's Trial) as each trial is created: the advisories learn its agent timeout.
     on_trial_created: Callable[[str, Any], None] | None = None
     # The difficulty ledger's changes to the tasks' places (``runner.admission``); None: none.
@@ -96,6 +98,14 @@ class RunContext:
     # Streaming loops run each group in a task nobody awaits: the first error a group raises (a
     # failed group, a stop at the batch boundary) is handed to the loop's driver here instead.
     group_errors: asyncio.Future | None = None
+    # Every group whose trials ran, until an update trains or drops it (``runner.groupbook``).
+    book: GroupBook | None = None
+    # Off-policy mode on a gateway serving only its latest weights: each turn samples from the
+    # latest weights (``runner.weights.PolicyWeights.current``), not the group's sampler.
+    latest_sampler: Callable[[], Any] | None = None
+    # Off-policy mode: a stop lets the run cancel the loop at the update boundary (groups in
+    # flight are abandoned there), so a group at a closed batch gate waits instead of raising.
+    stop_at_update: bool = False
 
     @property
     def folder(self) -> runfolder.RunFolder:
@@ -123,6 +133,8 @@ class RunContext:
             gate = asyncio.ensure_future(self._open_batch(batch))
             self._gates[batch] = gate
         if not await asyncio.shield(gate):
+            if self.stop_at_update:
+                await asyncio.Future()  # cancelled with the loop once the update in progress is done
             raise StopRun(f"no new batch after {batch - 1}: {self.control.state}")
         plan = self._plans.get(batch)
         if plan is not None and builder.group < len(plan) and builder.task_dir != plan[builder.group]:
@@ -139,7 +151,7 @@ class RunContext:
             return False
         if self.admissions is not None:
             self.admissions.open_batch(batch)
-        groups = self.dataset.get_batch(batch) if self.dataset is not None else []
+        groups = self.dataset.batch_groups(batch) if self.dataset is not None else []
         self._plans = {b: plan for b, plan in self._plans.items() if b >= batch - 1}
         self._plans[batch] = [g.task_dir for g in groups]
         self.publish(
@@ -275,6 +287,8 @@ class TrialRun:
     outcome: Outcome | None = None
     trial_dir: str | None = None
     turns: list = field(default_factory=list)
+    started: float | None = None  # monotonic, once it holds a slot of its group
+    seconds: float | None = None  # its wall time, once it ended
     replies: list = field(default_factory=list)  # (turn, reply) as captured: what the hacking watch reads
     data: DatumStats = field(default_factory=DatumStats)  # what its turns cost to train
     cancel: TrialCancel = field(default_factory=TrialCancel)  # stops it: the user, a lost capture
@@ -291,6 +305,16 @@ class TrialRun:
             metrics["data/context_tokens"] = float(self.data.context_tokens)
         return TrialReward(self.outcome.reward, metrics)
 
+    def sandbox_seconds(self, now: float) -> float:
+        if self.seconds is not None:
+            return self.seconds
+        return now - self.started if self.started is not None else 0.0
+
+    @property
+    def weights(self) -> list[int]:
+        """The updates whose weights sampled its turns, oldest first."""
+        return sorted({t.weights for t in self.turns if t.weights is not None})
+
 
 async def run_group(
     ctx: RunContext, builder: HarborGroupBuilder, sampling_client: Sampler, attempt: int = 0
@@ -299,21 +323,50 @@ async def run_group(
     captured turns become the group's trajectories. A failed trial fails the group (TrialFailed)."""
     capture_dir, trial_ids = claim_attempt(ctx, builder, attempt)
     runs = [TrialRun(t) for t in trial_ids]
-    proxy = _group_proxy(ctx, builder, sampling_client, capture_dir, runs)
+    sampler = ctx.latest_sampler or sampling_client
+    proxy = _group_proxy(ctx, builder, sampler, capture_dir, runs)
+    key = (builder.batch, builder.group, runfolder.attempt_of(trial_ids[0]))
+    book = ctx.book
+    if book is not None:
+        book.started(*key, started_with=getattr(sampling_client, "weights_version", 0))
+        builder.on_trained = lambda: book.trained(key)
     await proxy.start()
     try:
         _announce_group(ctx, builder, proxy, runs)
         trial_rewards = await _run_trials(ctx, builder, proxy, runs)
+    except asyncio.CancelledError:
+        if book is not None:
+            now = time.monotonic()
+            book.abandon(key, sum(run.sandbox_seconds(now) for run in runs))
+        raise
+    except BaseException:
+        if book is not None:
+            book.failed(key)
+        raise
     finally:
         await proxy.stop()
 
+    if book is not None:
+        rewards = [r.reward for r in trial_rewards]
+        book.returned(
+            key,
+            weights=[w for run in runs for w in run.weights],
+            trials=len(runs),
+            sandbox_seconds=sum(run.seconds or 0.0 for run in runs),
+            datums=sum(run.data.datums for run in runs),
+            trainable=not (ctx.remove_constant_reward_groups and len(set(rewards)) <= 1),
+        )
     builder.rewards = trial_rewards
     trajectories = [to_trajectory(run.turns) for run in runs]
     return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
 
 
 def _group_proxy(
-    ctx: RunContext, builder: HarborGroupBuilder, sampling_client: Sampler, capture_dir: Path, runs: list[TrialRun]
+    ctx: RunContext,
+    builder: HarborGroupBuilder,
+    sampling_client: Sampler | Callable[[], Any],
+    capture_dir: Path,
+    runs: list[TrialRun],
 ) -> CaptureProxy:
     """The group's capture proxy (not started): a sampler error makes the gateway suspect, and a
     trial with a turn it could not capture is stopped."""
@@ -463,7 +516,7 @@ async def _run_admitted(
         default_trials_dir=ctx.folder.trials(step),
     )
     run.trial_dir = str(Path(config.trials_dir) / run.trial_id)
-    started = time.monotonic()
+    started = run.started = time.monotonic()
 
     async def on_phase(phase: TrialPhase) -> None:
         ctx.publish(
@@ -518,6 +571,7 @@ def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, ou
     # The reward-hacking watch reads the trial's replies here, where they are (the advisories
     # get only the event): the verifier's files its commands touched, and its replies' fingerprint.
     reading = read_trial(run.replies, builder.task_dir)
+    run.seconds = time.monotonic() - started
     ctx.publish(
         TrialEnded(
             step=builder.batch,
@@ -529,7 +583,7 @@ def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, ou
             turns=len(run.turns),
             output_tokens=sum(len(t.output_tokens) for t in run.turns),
             trial_dir=run.trial_dir,
-            timings={"total": time.monotonic() - started},
+            timings={"total": run.seconds},
             exception_type=outcome.exception_type,
             exception_message=outcome.message,
             datums=run.data.datums if run.turns else None,
@@ -540,6 +594,7 @@ def _publish_end(ctx: RunContext, builder: HarborGroupBuilder, run: TrialRun, ou
             reply_digest=reading.digest,
             reply_chars=reading.chars,
             reply_text=reading.text,
+            weights=run.weights,
         )
     )
 

@@ -27,7 +27,7 @@ from tinker_cookbook.utils import ml_log
 
 from tbconsole.common.inert import strip_ansi
 from tbconsole.record.control import ControlInbox, RunControl
-from tbconsole.record.enums import LogLevel, RunStatus
+from tbconsole.record.enums import DropReason, LogLevel, RunStatus, TrainingMode
 from tbconsole.record.events import (
     BatchEnded,
     ErrorRaised,
@@ -47,21 +47,31 @@ from tbconsole.runner.checkpoints import LatestWeightsClient, PublishingCheckpoi
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
 from tbconsole.runner.expired import ExpiryTolerantTrainingClient
+from tbconsole.runner.groupbook import GroupBook
+from tbconsole.runner.offpolicy import LiveLimit, trained_before
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
 from tbconsole.runner.rollout import HarborRolloutStrategy, RunContext, StopRun
-from tbconsole.runner.trainer_logprobs import RecordingStrategy, RecordingTrainingClient, TrainerLogprobs
+from tbconsole.runner.trainer_logprobs import (
+    OFF_POLICY_KEPT_BATCHES,
+    RecordingStrategy,
+    RecordingTrainingClient,
+    TrainerLogprobs,
+)
 from tbconsole.runner.trials import load_template
 from tbconsole.runner.wandb_advisories import advisories_to_wandb
+from tbconsole.runner.weights import PolicyWeights, VersioningTrainingClient
 
 logger = logging.getLogger(__name__)
 
 
 class EventMetricsLogger(ml_log.Logger):
-    """Each cookbook metrics row (what goes to metrics.jsonl) also becomes a StepMetrics event."""
+    """Each cookbook metrics row (what goes to metrics.jsonl) also becomes a StepMetrics event;
+    a training row (an update logged whole) is also told to ``on_update``."""
 
     def __init__(self, publish):
         self.publish = publish
+        self.on_update: Callable[[], None] | None = None
 
     def log_hparams(self, config: Any) -> None:
         pass
@@ -73,6 +83,8 @@ class EventMetricsLogger(ml_log.Logger):
         self.publish(row)
         if not row.evaluation_only:  # the cookbook logs a step's row once it is trained
             self.publish(BatchEnded(step=step))
+            if self.on_update is not None:
+                self.on_update()
 
 
 class DerivedMetrics(ml_log.Logger):
@@ -175,7 +187,18 @@ async def _run(
     )
     # A gateway serving only its latest weights gets state-only checkpoints and unnamed samplers.
     latest = LatestWeightsClient(training_client) if args.gateway.latest_weights_only else None
-    training_client = latest or training_client
+    # Outermost: every sampler the loop creates says which update its weights come from.
+    weights = PolicyWeights(start_batch, config.num_substeps, publish)
+    training_client = VersioningTrainingClient(latest or training_client, weights)
+    mode = training_mode(config)
+    ctx.book = book = GroupBook(publish, lambda: weights.update)
+    ctx.remove_constant_reward_groups = config.remove_constant_reward_groups
+
+    def update_done() -> None:
+        weights.end_update()
+        book.update_done()
+
+    metrics.events.on_update = update_done
     evaluators = []
     if args.harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator
@@ -201,20 +224,39 @@ async def _run(
     advice = AdvisoryWatcher(publish, args.advise, ctx.log_path)
     stop_advice = bus.subscribe(advice)
     ctx.on_trial_created = advice.trial_created
+    off_policy = None
+    if mode == TrainingMode.ASYNC:
+        off_policy = _off_policy(ctx, config, args, book, weights, dataset, trainer_logprobs, start_batch, resume)
     publish(_run_started(parsed, config, ctx.log_path, gateway.base_url, dataset, start_batch, end_batch))
+    if off_policy is not None:
+        off_policy.announce()
     if resume:
         publish(LogLine(level=LogLevel.INFO, message=f"resuming at batch {start_batch} from {resume.state_path}"))
+        if dataset.resumed is not None:
+            again = sum(1 for step, _ in dataset.resumed[1] if step < start_batch)
+            publish(
+                LogLine(
+                    level=LogLevel.INFO,
+                    message=f"off-policy resume: {again} groups drawn before the stop and never trained run "
+                    "again first; groups already trained are not drawn again",
+                )
+            )
 
     # Startup imported torch, Harbor and the cookbook: freeze those objects out of the garbage
     # collector, whose full passes over them would otherwise stall every proxied request.
     gc.freeze()
     inbox = ControlInbox(ctx.log_path, control, on_error=lambda m: publish(LogLine(level=LogLevel.WARNING, message=m)))
     background = [asyncio.create_task(job) for job in (inbox.run(), gateway.run(), advice.run())]
-    # Synchronous (the seed's), or streaming minibatches: still on-policy, but a batch's first
-    # groups train while the others still sample (config.stream_minibatch_config).
-    train_loop = rl_train.do_sync_training
-    if config.stream_minibatch_config is not None:
-        train_loop = rl_train.do_sync_training_with_stream_minibatch
+    # Synchronous (the seed's); streaming minibatches, still on-policy, but a batch's first groups
+    # train while the others still sample (config.stream_minibatch_config); or off-policy, where
+    # sampling never waits for training (config.async_config). The latter two run each group in a
+    # task nobody awaits: its errors reach the driver through ctx.group_errors.
+    train_loop = {
+        TrainingMode.SYNC: rl_train.do_sync_training,
+        TrainingMode.STREAM: rl_train.do_sync_training_with_stream_minibatch,
+        TrainingMode.ASYNC: rl_train.do_async_training,
+    }[mode]
+    if mode != TrainingMode.SYNC:
         ctx.group_errors = asyncio.get_running_loop().create_future()
     loop = train_loop(
         start_batch=start_batch,
@@ -242,7 +284,11 @@ async def _run(
             )
 
     try:
-        result = await _drive(loop, ctx, checkpoint_mgr, stop_cause, start_batch, end_batch, final_evaluation)
+        stop_between = weights if mode == TrainingMode.ASYNC else None
+        result = await _drive(
+            loop, ctx, checkpoint_mgr, stop_cause, start_batch, end_batch, final_evaluation, stop_between
+        )
+        book.close(DropReason.UNFINISHED if result.status == RunStatus.DONE else DropReason.ABANDONED)
     finally:
         for task in background:
             task.cancel()
@@ -250,6 +296,7 @@ async def _run(
         stop_advice()
         stop_admissions()
         control.task_commands = None
+        control.off_policy_limit = None
         metrics.close()
     await _close_session(clients.service, result.status)
     control.finish(RunStatus.DONE if result.ended_well else RunStatus.FAILED, result.message)
@@ -265,14 +312,22 @@ async def _drive(
     start_batch: int,
     end_batch: int,
     final_evaluation: Callable[[str | None], Awaitable[None]],
+    stop_between: PolicyWeights | None = None,
 ) -> RunResult:
     """The cookbook's loop to its end: done (then the final evaluation), stopped, failed, or
-    cancelled by an abort. The groups still running when it ends are cancelled."""
+    cancelled by an abort. The groups still running when it ends are cancelled. With
+    ``stop_between`` (the off-policy mode) a stop ends the loop between two updates."""
     control = ctx.control
     training = asyncio.create_task(_raising_group_errors(loop, ctx))
     aborted = asyncio.create_task(control.abort_requested.wait())
+    stopped = asyncio.create_task(control.stop_event.wait())
     try:
-        await asyncio.wait({training, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        waits = {training, aborted, stopped} if stop_between is not None else {training, aborted}
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if stop_between is not None and not training.done() and not aborted.done():
+            result = await _stop_between_updates(training, aborted, stop_between, checkpoint_mgr, ctx, stop_cause)
+            if result is not None:
+                return result
         if not training.done():  # abort: cancel the trials in flight; captures/events stay
             training.cancel()
             await asyncio.gather(training, return_exceptions=True)
@@ -287,7 +342,40 @@ async def _drive(
     finally:
         await ctx.cancel_groups()  # siblings of a group that raised must not outlive the run
         aborted.cancel()
-        await asyncio.gather(aborted, return_exceptions=True)
+        stopped.cancel()
+        await asyncio.gather(aborted, stopped, return_exceptions=True)
+
+
+async def _stop_between_updates(
+    training: asyncio.Task,
+    aborted: asyncio.Task,
+    weights: PolicyWeights,
+    checkpoint_mgr: PublishingCheckpointManager,
+    ctx: RunContext,
+    stop_cause: StopCause,
+) -> RunResult | None:
+    """The off-policy mode's clean stop (``training`` was still running, so a stop was asked for):
+    the update in progress is finished, no other begins, the loop is cancelled with its groups
+    (abandoned: ``group.dropped``, their tasks drawn again on resume), and a checkpoint at the
+    updates applied lets the same command resume. None: the loop ended or an abort came first."""
+    held = asyncio.create_task(weights.hold_updates())
+    await asyncio.wait({training, aborted, held}, return_when=asyncio.FIRST_COMPLETED)
+    if not held.done():
+        held.cancel()
+        return None
+    updates = held.result()
+    training.cancel()
+    await asyncio.gather(training, return_exceptions=True)
+    if not checkpoint_mgr.should_save_periodic(updates):
+        await checkpoint_mgr.save_periodic_async(step=updates, loop_state={"batch": updates})
+    await checkpoint_mgr.finalize_async()
+    why = f" {stop_cause(RunStatus.STOPPED)}," if stop_cause(RunStatus.STOPPED) else ""
+    return RunResult(
+        RunStatus.STOPPED,
+        updates,
+        f"stopped{why} cleanly after update {updates - 1}; the groups in flight were abandoned "
+        "and run again when the run resumes",
+    )
 
 
 async def _raising_group_errors(loop: Coroutine[Any, Any, None], ctx: RunContext) -> None:
@@ -302,6 +390,38 @@ async def _raising_group_errors(loop: Coroutine[Any, Any, None], ctx: RunContext
     training.cancel()
     await asyncio.gather(training, return_exceptions=True)
     raise ctx.group_errors.exception()  # type: ignore[misc]
+
+
+def training_mode(config: rl_train.Config) -> TrainingMode:
+    if config.async_config is not None:
+        return TrainingMode.ASYNC
+    if config.stream_minibatch_config is not None:
+        return TrainingMode.STREAM
+    return TrainingMode.SYNC
+
+
+def _off_policy(
+    ctx: RunContext,
+    config: rl_train.Config,
+    args: Any,
+    book: GroupBook,
+    weights: PolicyWeights,
+    dataset: HarborDataset,
+    trainer_logprobs: TrainerLogprobs,
+    start_batch: int,
+    resume: Any,
+) -> LiveLimit:
+    """The off-policy mode's wiring: stops at the update boundary, the latest weights per turn on
+    a gateway serving only those, the live limit, and a resumed run's untrained groups."""
+    ctx.stop_at_update = True
+    trainer_logprobs.kept_batches = OFF_POLICY_KEPT_BATCHES
+    if args.gateway.latest_weights_only:  # in-flight updates: the group's first sampler stops answering
+        ctx.latest_sampler = weights.current
+    limit = LiveLimit(config.async_config, book, weights, ctx.publish)
+    ctx.control.off_policy_limit = limit.lower
+    if resume:
+        dataset.resume_untrained(start_batch, trained_before(ctx.folder.events, start_batch))
+    return limit
 
 
 async def _context(
@@ -351,6 +471,7 @@ class _Metrics:
 
     logger: Any  # the cookbook's ml_log logger
     derived: DerivedMetrics
+    events: EventMetricsLogger
     stop_wandb: Callable[[], None]
 
     @classmethod
@@ -361,10 +482,11 @@ class _Metrics:
         loggers = cast(ml_log.MultiplexLogger, ml_logger).loggers
         derived = DerivedMetrics()
         loggers.insert(0, derived)
-        loggers.append(EventMetricsLogger(bus.publish))
+        events = EventMetricsLogger(bus.publish)
+        loggers.append(events)
         stop_wandb = advisories_to_wandb(ml_logger, bus)
         _quiet_console_logging()
-        return cls(ml_logger, derived, stop_wandb)
+        return cls(ml_logger, derived, events, stop_wandb)
 
     def close(self) -> None:
         self.stop_wandb()
@@ -448,6 +570,8 @@ def _run_started(
         group_size=dataset.group_size,
         tasks=[p.name for p in dataset.tasks],
         task_families=task_families(dataset.tasks, args.ledger.family_pattern),
+        training_mode=training_mode(config),
+        max_steps_off_policy=config.async_config.max_steps_off_policy if config.async_config else None,
         config=redact(
             {
                 "config": _plain(args.config),

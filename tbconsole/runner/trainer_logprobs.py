@@ -35,6 +35,10 @@ from tbconsole.record.runfolder import RunFolder, trial_id
 
 logger = logging.getLogger(__name__)
 
+# How many batches back a returned group's datums are still looked for in the off-policy mode (an
+# update takes groups a few batches old at most); a synchronous update takes only its own batch's.
+OFF_POLICY_KEPT_BATCHES = 16
+
 
 def _digest(tokens: Any) -> bytes:
     return hashlib.blake2b(np.asarray(tokens, dtype=np.int64).tobytes(), digest_size=16).digest()
@@ -82,11 +86,16 @@ class TrainerLogprobs:
     plans: dict[bytes, list[DatumPlan]] = field(default_factory=dict)
     step: int | None = None
     seconds: float = 0.0  # spent matching and writing, for the run's log
+    kept_batches: int = 0  # batches before the newest whose datums may still train (off-policy)
 
     def add_group(self, step: int, group: int, trials: list[str], result: RolloutResult) -> None:
         started = time.perf_counter()
-        if step != self.step:  # datums of an earlier step that never trained (dropped groups)
-            self.plans.clear()
+        if self.step is None or step > self.step:
+            # Datums of groups drawn before that never trained (dropped, constant rewards) are
+            # forgotten, so an identical datum of a later group is never matched to them.
+            old = step - self.kept_batches
+            for digest in [d for d, plans in self.plans.items() if all(p.step < old for p in plans)]:
+                del self.plans[digest]
             self.step, self.seconds = step, 0.0
         for trial, trajectory in zip(trials, result.trajectories, strict=True):
             turns = [(t.ob.to_ints(), t.ac.tokens) for t in trajectory.transitions]

@@ -64,7 +64,19 @@ def test_the_seed_command_parses_with_native_names_and_defaults():
         (["config.kl_penalty_coef=0.1"], "kl_reference_config.base_model"),
         (["harbor.eval_group_size=0"], "at least 1"),
         (["gateway.outage_limit=-1"], "gateway.outage_limit must be 0 or more"),
-        (["config.async_config.max_steps_off_policy=1", "config.async_config.groups_per_batch=4"], "async_config"),
+        (
+            ["config.async_config.max_steps_off_policy=1", "config.async_config.groups_per_batch=3"],
+            "must equal config.dataset_builder.groups_per_batch",
+        ),  # fmt: skip
+        (
+            ["config.async_config.max_steps_off_policy=-1", "config.async_config.groups_per_batch=4"],
+            "0 or more updates",
+        ),  # fmt: skip
+        (
+            ["config.async_config.max_steps_off_policy=1", "config.async_config.groups_per_batch=4",
+             "config.stream_minibatch_config.groups_per_batch=4", "config.stream_minibatch_config.num_minibatches=1"],
+            "not both",
+        ),  # fmt: skip
         (
             ["config.stream_minibatch_config.groups_per_batch=3", "config.stream_minibatch_config.num_minibatches=1"],
             "must equal config.dataset_builder.groups_per_batch",

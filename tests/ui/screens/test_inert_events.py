@@ -166,6 +166,10 @@ def hostile_run(tmp_path_factory):
         ev.AdvisoryCleared(ts=at, key="stall:b", message="back"),
         ev.TaskAdmission(ts=at, task=trial.trial.split(".")[0], weight=0.0, step=2, by="user", reason="dropped"),
         *(ev.LogLine(ts=at, level=level, message=f"a {level} line") for level in ("info", "warning", "error")),
+        # The off-policy mode's: its limit lowered, a group trained a step late and one dropped.
+        ev.OffPolicyLimit(ts=at, max_steps_off_policy=1, from_update=2, by="console"),
+        ev.GroupTrained(ts=at, step=1, group=trial.group, update=2, weights=[1]),
+        ev.GroupDropped(ts=at, step=1, group=trial.group, reason="stale", weights=[0], update=2, trials=2),
     ]
     events[-1:-1] = extra
     kinds = {type(e) for e in events}
