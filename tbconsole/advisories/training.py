@@ -15,6 +15,10 @@ from tbconsole.advisories.thresholds import Thresholds
 from tbconsole.record import events as ev
 
 KL = "optim/kl_sample_train_v1"
+# The off-policy mode's (``runner.trainer_logprobs``): the same KL over the tokens sampled with the
+# weights being trained (fresh), and the share of tokens sampled with older weights (stale).
+KL_FRESH = "offpolicy/kl_sample_train/fresh"
+STALE_SHARE = "offpolicy/stale_token_share"
 ENTROPY = "optim/entropy"
 REWARD = "env/all/reward/total"
 TOKENS_PER_REPLY = "env/all/ac_tokens_per_turn"
@@ -51,6 +55,9 @@ class Kl(MetricsRule):
     ``kl`` (H0: the sampler and the trainer compute the same log-probs for the sampled tokens, up
     to float noise, |KL| ~ 1e-7 in the calibration corpus): |``optim/kl_sample_train_v1``| over
     ``advise.kl_max`` in a step. A renderer, tokenizer or numerics bug, not a learning matter.
+    Where a step trained tokens sampled with older weights (the off-policy mode), those differ by
+    design: the rule then reads the KL of the step's fresh tokens only, and says nothing of a step
+    that had none.
 
     ``kl:policy-base`` (H0: the policy stays near its base while it learns; one step's spike,
     as a lucky batch gives, is no trend): ``kl_policy_base`` over ``advise.kl_base_max`` in each of
@@ -64,7 +71,9 @@ class Kl(MetricsRule):
         self._policy_base(step)
 
     def _sample_train(self, step: int) -> None:
-        value = self.rows[step].get(KL)
+        row = self.rows[step]
+        metric = KL_FRESH if row.get(STALE_SHARE, 0.0) > 0 else KL
+        value = row.get(metric)
         if value is None:
             return
         limit = self.t.kl_max
@@ -79,7 +88,7 @@ class Kl(MetricsRule):
             threshold=f"advise.kl_max={limit:g}",
             value=value,
             step=step,
-            metric=KL,
+            metric=metric,
         )
 
     def _policy_base(self, step: int) -> None:

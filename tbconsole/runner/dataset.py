@@ -62,6 +62,8 @@ class HarborGroupBuilder(EnvGroupBuilder):
     rewards: list[TrialReward] = field(default_factory=list)
     # Set by the rollout strategy: tells the run's group book that an update takes this group.
     on_trained: Callable[[], None] | None = None
+    # Set by the rollout strategy: per trial, the update that sampled each transition.
+    transition_weights: list[list[int | None]] = field(default_factory=list)
 
     @property
     def task_name(self) -> str:

@@ -357,6 +357,8 @@ async def run_group(
             trainable=not (ctx.remove_constant_reward_groups and len(set(rewards)) <= 1),
         )
     builder.rewards = trial_rewards
+    # Each transition's sampling update, in the trajectories' order (the trainer log-probs' staleness).
+    builder.transition_weights = [[t.weights for t in conversation_order(run.turns)] for run in runs]
     trajectories = [to_trajectory(run.turns) for run in runs]
     return RolloutResult(trajectories=trajectories, envs=[PlaceholderEnv() for _ in runs], errors=[])
 

@@ -99,15 +99,22 @@ class DerivedMetrics(ml_log.Logger):
     def __init__(self) -> None:
         # The difficulty ledger's figures of a trained step (``ledger/*``), once the run has one.
         self.step_figures: Callable[[int], dict[str, float]] | None = None
+        # The trainer's and the sampler's log-probs by staleness (``TrainerLogprobs.take_figures``).
+        self.update_figures: Callable[[], dict[str, float]] | None = None
 
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
         trained = metrics.get("env/all/data/trained_tokens")
         context = metrics.get("env/all/data/context_tokens")
         if isinstance(trained, (int, float)) and isinstance(context, (int, float)) and context > 0:
             metrics["env/all/data/token_amplification"] = float(trained) / float(context)
-        batch = metrics.get("progress/batch")
-        if self.step_figures is not None and isinstance(batch, int):
+        # The synchronous loops' row says progress/batch, the off-policy loop's training_client/step.
+        batch = metrics.get("progress/batch", metrics.get("training_client/step"))
+        if not isinstance(batch, int):
+            return
+        if self.step_figures is not None:
             metrics.update(self.step_figures(batch))
+        if self.update_figures is not None:
+            metrics.update(self.update_figures())
 
 
 @dataclass
@@ -199,6 +206,8 @@ async def _run(
         book.update_done()
 
     metrics.events.on_update = update_done
+    trainer_logprobs.update = lambda: weights.update
+    metrics.derived.update_figures = trainer_logprobs.take_figures
     evaluators = []
     if args.harbor.eval_tasks_dir:
         from tbconsole.runner.heldout import HeldOutEvaluator

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,18 +52,26 @@ class DatumPlan:
     group: int
     trial: str
     turns: tuple[tuple[int, int, int], ...]  # (turn, first target index, token count)
+    weights: tuple[int | None, ...] = ()  # per turn: the update whose weights sampled it
 
 
-def plan_datums(step: int, group: int, trial: str, turns: Sequence[tuple[Sequence[int], Sequence[int]]]):
+def plan_datums(
+    step: int,
+    group: int,
+    trial: str,
+    turns: Sequence[tuple[Sequence[int], Sequence[int]]],
+    weights: Sequence[int | None] | None = None,
+):
     """(digest of target tokens, plan) per datum the cookbook builds from these (prompt, output)
-    turns, mirroring ``trajectory_to_data``'s merge rule."""
+    turns, mirroring ``trajectory_to_data``'s merge rule. ``weights``: each turn's sampling update."""
     out: list[tuple[bytes, DatumPlan]] = []
     full: list[int] = []
     spans: list[tuple[int, int, int]] = []
+    versions: list[int | None] = []
 
     def close() -> None:
         if full:
-            out.append((_digest(full[1:]), DatumPlan(step, group, trial, tuple(spans))))
+            out.append((_digest(full[1:]), DatumPlan(step, group, trial, tuple(spans), tuple(versions))))
 
     for index, (prompt, output) in enumerate(turns):
         prompt = list(prompt)
@@ -71,8 +79,9 @@ def plan_datums(step: int, group: int, trial: str, turns: Sequence[tuple[Sequenc
             full.extend(prompt[len(full) :])
         else:
             close()
-            full, spans = list(prompt), []
+            full, spans, versions = list(prompt), [], []
         spans.append((index, len(full) - 1, len(output)))  # targets are the sequence shifted by one
+        versions.append(weights[index] if weights is not None and index < len(weights) else None)
         full.extend(output)
     close()
     return out
@@ -87,8 +96,23 @@ class TrainerLogprobs:
     step: int | None = None
     seconds: float = 0.0  # spent matching and writing, for the run's log
     kept_batches: int = 0  # batches before the newest whose datums may still train (off-policy)
+    # The update being trained (``runner.weights.PolicyWeights.update``): a turn's staleness is
+    # this minus the update that sampled it. None: staleness is not measured.
+    update: Callable[[], int] | None = None
+    # Per staleness, over the update's sampled tokens: [sum(sampler - trainer log-prob), sum of
+    # importance ratios exp(trainer - sampler), tokens]; taken with each update's metrics row.
+    by_staleness: dict[int, list[float]] = field(default_factory=dict)
 
-    def add_group(self, step: int, group: int, trials: list[str], result: RolloutResult) -> None:
+    def add_group(
+        self,
+        step: int,
+        group: int,
+        trials: list[str],
+        result: RolloutResult,
+        weights: Sequence[Sequence[int | None]] | None = None,
+    ) -> None:
+        """The group's trials' datums, to be looked for; ``weights``: per trial, each turn's
+        sampling update (in the trajectory's order)."""
         started = time.perf_counter()
         if self.step is None or step > self.step:
             # Datums of groups drawn before that never trained (dropped, constant rewards) are
@@ -97,9 +121,10 @@ class TrainerLogprobs:
             for digest in [d for d, plans in self.plans.items() if all(p.step < old for p in plans)]:
                 del self.plans[digest]
             self.step, self.seconds = step, 0.0
-        for trial, trajectory in zip(trials, result.trajectories, strict=True):
+        for k, (trial, trajectory) in enumerate(zip(trials, result.trajectories, strict=True)):
             turns = [(t.ob.to_ints(), t.ac.tokens) for t in trajectory.transitions]
-            for digest, plan in plan_datums(step, group, trial, turns):
+            trial_weights = weights[k] if weights is not None and k < len(weights) else None
+            for digest, plan in plan_datums(step, group, trial, turns, trial_weights):
                 self.plans.setdefault(digest, []).append(plan)
         self.seconds += time.perf_counter() - started
 
@@ -119,6 +144,7 @@ class TrainerLogprobs:
             for turn, start, count in plan.turns:
                 row = {"step": plan.step, "turn": turn, "logprobs": logprobs[start : start + count].tolist()}
                 rows.setdefault((plan.step, plan.group, plan.trial), []).append(orjson.dumps(row) + b"\n")
+            self._measure(datum, logprobs, plan)
         for (step, group, trial), lines in rows.items():
             path = self.folder.trainer_logprobs_file(step, group, trial)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,6 +158,42 @@ class TrainerLogprobs:
             len(rows),
             self.seconds * 1000,
         )
+
+    def _measure(self, datum: Any, trainer: np.ndarray, plan: DatumPlan) -> None:
+        """The sampler's and the trainer's log-probs of each turn's tokens, by the turn's staleness."""
+        if self.update is None or "logprobs" not in datum.loss_fn_inputs:
+            return
+        update = self.update()
+        sampler = datum.loss_fn_inputs["logprobs"].to_numpy()
+        for (_, start, count), version in zip(plan.turns, plan.weights, strict=False):
+            if version is None or count == 0:
+                continue
+            diff = sampler[start : start + count] - trainer[start : start + count]
+            sums = self.by_staleness.setdefault(max(0, update - version), [0.0, 0.0, 0.0])
+            sums[0] += float(diff.sum())
+            sums[1] += float(np.exp(np.clip(-diff, -20.0, 20.0)).sum())
+            sums[2] += count
+
+    def take_figures(self) -> dict[str, float]:
+        """The update's figures by staleness (then forgotten): ``offpolicy/kl_sample_train/s{n}`` and
+        ``offpolicy/importance_ratio/s{n}`` per staleness n, the same pooled over fresh (n = 0) and
+        stale (n >= 1) tokens, and the stale tokens' share."""
+        sums, self.by_staleness = self.by_staleness, {}
+        if not sums:
+            return {}
+        figures: dict[str, float] = {}
+        pooled = {"fresh": [0.0, 0.0, 0.0], "stale": [0.0, 0.0, 0.0]}
+        for staleness, (diff, ratio, tokens) in sorted(sums.items()):
+            figures[f"offpolicy/kl_sample_train/s{staleness}"] = diff / tokens
+            figures[f"offpolicy/importance_ratio/s{staleness}"] = ratio / tokens
+            into = pooled["fresh" if staleness == 0 else "stale"]
+            into[0], into[1], into[2] = into[0] + diff, into[1] + ratio, into[2] + tokens
+        for name, (diff, ratio, tokens) in pooled.items():
+            if tokens:
+                figures[f"offpolicy/kl_sample_train/{name}"] = diff / tokens
+                figures[f"offpolicy/importance_ratio/{name}"] = ratio / tokens
+        figures["offpolicy/stale_token_share"] = pooled["stale"][2] / (pooled["fresh"][2] + pooled["stale"][2])
+        return figures
 
 
 def attempt_trials(folder: RunFolder, task: str, step: int, group: int, size: int) -> list[str]:
@@ -158,7 +220,7 @@ class RecordingStrategy(RolloutStrategy):
         b = env_group_builder
         try:
             trials = attempt_trials(self.recorder.folder, b.task_name, b.batch, b.group, len(result.trajectories))
-            self.recorder.add_group(b.batch, b.group, trials, result)
+            self.recorder.add_group(b.batch, b.group, trials, result, getattr(b, "transition_weights", None))
         except Exception as exc:  # noqa: BLE001 - a view's data must never fail the run
             logger.warning("trainer log-probs: step %s group %s not recorded: %s", b.batch, b.group, exc)
         return result

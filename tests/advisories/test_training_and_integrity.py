@@ -37,6 +37,16 @@ def test_kl_over_its_threshold_fires_and_clears(stream):
     assert raised(replay(stream.items, Thresholds(kl_max=0.1)), "kl") == []
 
 
+def test_kl_reads_only_the_fresh_tokens_where_a_step_trained_stale_ones(stream):
+    # An off-policy step: its tokens sampled with older weights differ from the trainer by design
+    # (the whole-batch KL 0.1, as the async demo's second update shows); the numerics check reads
+    # the fresh tokens' KL, and a step with no fresh tokens says nothing.
+    fresh, share = "offpolicy/kl_sample_train/fresh", "offpolicy/stale_token_share"
+    rows = [{KL: 0.10, fresh: 1e-7, share: 0.5}, {KL: 0.12, share: 1.0}, {KL: 0.3, fresh: 0.05, share: 0.5}]
+    kl = raised(_steps(stream, rows), "kl")
+    assert [(e.step, e.value, e.metric) for e in kl] == [(2, 0.05, fresh)]
+
+
 def test_entropy_collapsing_while_the_reward_stands_still_fires(stream):
     rows = [{ENTROPY: 1.0 + 0.01 * (s % 2), REWARD: 0.25} for s in range(5)]
     rows += [{ENTROPY: 0.4 - 0.05 * s, REWARD: 0.25} for s in range(5)]  # every later value under every earlier
