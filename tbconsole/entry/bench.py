@@ -29,6 +29,10 @@ BENCHMARKS = {
         "tbconsole.bench.startup",
         "command-line start: --help, a usage error and a dead gateway (tbconsole train) vs python -c pass",
     ),
+    "pipeline": (
+        "tbconsole.bench.pipeline",
+        "training modes on heavy-tailed trials (sync, stream, async K=1/2): updates/h, trainer and sampler idle",
+    ),
     "soak": (
         "tbconsole.bench.soak",
         "a 200-step real run of tiny trials: memory, fds, threads and loop lag stay flat; every step's files closed",
