@@ -45,6 +45,18 @@ def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
 
 
+def updates_of(value: object, limit: int = 16) -> list[int]:
+    """A list of update numbers from an event (outside data: anything but non-negative whole
+    numbers is left out)."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value[:limit] if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+
+
+def update_of(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def step_summary(state: RunState, step: int) -> StepSummary:
     """The step's summary, created on first sight; only the newest TREND_LEN steps are kept."""
     summary = state.steps.get(step)
@@ -106,6 +118,31 @@ def batch_ended(state: RunState, e: BatchEnded) -> None:
     state.mark_changed(PanelName.HEADER, PanelName.REWARDS)
 
 
+def update_ended(state: RunState, ts: float, update: int) -> None:
+    """Update ``update`` ended (its metrics row, just before its batch.ended): in a run that does not say which
+    groups an update trained, its step's returned groups are taken as trained by it."""
+    for key in state.pipeline.update_ended(ts, update):
+        group_trained_by(state, key, update, [])
+
+
+def group_trained_by(state: RunState, key: tuple[int, int], update: int, weights: list[int]) -> None:
+    """The group (when still in memory) and its trials learn which update trained them."""
+    g = state.groups.get(key)
+    if g is None:
+        return
+    g.update, g.dropped = update, None
+    if weights:
+        g.weights = list(weights)
+    for name in g.trials:
+        t = state.trials.get(name)
+        if t is not None:
+            t.update = update
+            if not t.weights and weights:
+                t.weights = [weights[0]]
+            state.changed_trials.add(name)
+    state.mark_changed(PanelName.TRIALS)
+
+
 def _group(state: RunState, step: int, gi: int, task: str | None = None) -> GroupState:
     g = state.groups.get((step, gi))
     if g is None:
@@ -145,6 +182,8 @@ def group_started(state: RunState, e: GroupStarted) -> None:
     retry = g.started is not None
     g.started = e.ts
     g.counters = Counters()
+    g.update, g.weights, g.dropped = None, [], None
+    state.pipeline.group_started(e.ts, (e.step, e.group))
     summary = step_summary(state, e.step)
     if summary.started is None:  # a runner that sends no BatchStarted: the step starts with its first group
         summary.started = e.ts
@@ -190,6 +229,8 @@ def group_ended(state: RunState, e: GroupEnded) -> None:
     if not e.ok:  # the runner cancelled the group's other trials
         cancel_unfinished(state, g.trials, e.ts)
     state.ledger.observe(e)
+    rewards = [r if isinstance(r, (int, float)) and math.isfinite(r) else None for r in e.rewards]
+    state.pipeline.group_ended(e.ts, (e.step, e.group), bool(e.ok), rewards)
     state.mark_changed(PanelName.TRIALS, PanelName.REWARDS, PanelName.LEDGER)
 
 
@@ -267,6 +308,7 @@ def _apply_end(t: TrialState, e: TrialEnded) -> None:
     t.output_tokens = e.output_tokens
     t.trial_dir = e.trial_dir or t.trial_dir
     t.timings = dict(e.timings or {})
+    t.weights = updates_of(e.weights) or t.weights
     t.exception_type = e.exception_type
     t.exception_message = clip(e.exception_message, 4000)
     t.phase = Phase.DONE
@@ -304,6 +346,7 @@ def _add_turn(t: TrialState, e: ProxyRequest) -> None:
             sample_ms=e.sample_ms,
             total_ms=e.total_ms,
             error=clip(e.error, 2000),
+            weights=update_of(e.weights),
         )
     )
 

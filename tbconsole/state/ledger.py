@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from tbconsole.record.enums import GroupSignal
-from tbconsole.record.events import Event, GroupEnded, GroupStarted, TrialEnded
+from tbconsole.record.events import Event, GroupDropped, GroupEnded, GroupStarted, TrialEnded
 
 # The demo's variants, 014-count-lines-100 (materialized: the run's order, then the variant's
 # number) -> count-lines; a TB2 name such as fix-git has no match and is its own family.
@@ -84,6 +84,7 @@ class GroupRecord:
     task: str
     rewards: list[float] | None = None  # None: not ended, or ended with a failure (not scored)
     sandbox_s: float = 0.0
+    dropped: str | None = None  # why no update trained it (group.dropped: a DropReason value)
 
     @property
     def signal(self) -> GroupSignal | None:
@@ -128,20 +129,27 @@ class TaskRow:
     groups: int
     no_signal_groups: int
     sandbox_s: float
-    no_signal_s: float  # sandbox seconds of groups that trained nothing
+    no_signal_s: float  # sandbox seconds of groups that trained nothing (dropped ones apart)
     streak: int  # constant groups in a row, up to the newest (0: the newest was mixed)
     streak_signal: GroupSignal | None  # what that streak is: all solved, all failed, constant
     admission: Admission
     tasks: int = 1  # a family row: how many tasks it holds
+    dropped_groups: int = 0  # groups no update trained (group.dropped: stale, abandoned, unfinished)
+    dropped_s: float = 0.0  # their sandbox seconds
 
     @property
     def solve_rate(self) -> float | None:
         return self.solved / self.scored if self.scored else None
 
     @property
+    def wasted_s(self) -> float:
+        """Sandbox seconds that trained nothing: groups without signal, and groups dropped."""
+        return self.no_signal_s + self.dropped_s
+
+    @property
     def waste_share(self) -> float | None:
         """The share of its sandbox time that trained nothing."""
-        return self.no_signal_s / self.sandbox_s if self.sandbox_s > 0 else None
+        return self.wasted_s / self.sandbox_s if self.sandbox_s > 0 else None
 
 
 @dataclass
@@ -173,6 +181,8 @@ class Ledger:
             self.group_ended(event.step, event.group, list(event.rewards), event.ok)
         elif isinstance(event, TrialEnded) and isinstance(event.timings, dict):
             self.trial_ended(event.step, event.group, event.timings.get("total"))
+        elif isinstance(event, GroupDropped):
+            self.group_dropped(event.step, event.group, str(event.reason), event.sandbox_seconds)
 
     def group_started(self, step: int, group: int, task: str) -> None:
         key = (step, group)
@@ -200,6 +210,21 @@ class Ledger:
         if record is not None and isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
             record.sandbox_s += float(seconds)
             self._rows.pop(record.task, None)
+
+    def group_dropped(self, step: int, group: int, reason: str, seconds: object) -> None:
+        """No update will train the group: its sandbox time is waste. Its trials' own times count
+        where they came (trial.ended); the runner's sum stands in where none did."""
+        record = self.groups.get((step, group))
+        if record is None:
+            return
+        record.dropped = reason[:40]
+        if record.sandbox_s <= 0 and isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
+            record.sandbox_s = float(seconds)
+        self._rows.pop(record.task, None)
+
+    def task_of(self, step: int, group: int) -> str | None:
+        record = self.groups.get((step, group))
+        return record.task if record is not None else None
 
     def admission(self, task: str, weight: float, step: int, by: str, reason: str | None, until: int | None) -> None:
         self.admissions[task] = Admission(weight, step, by, reason, until)
@@ -245,9 +270,13 @@ class Ledger:
 
     def _row(self, name: str, records: list[GroupRecord]) -> TaskRow:
         cells: dict[int, StepCell] = {}
-        sandbox = wasted = 0.0
+        sandbox = wasted = dropped_s = 0.0
+        dropped = 0
         for record in records:
             sandbox += record.sandbox_s
+            if record.dropped is not None:
+                dropped += 1
+                dropped_s += record.sandbox_s
             if not record.rewards:
                 continue
             cell = cells.setdefault(record.step, StepCell())
@@ -257,7 +286,8 @@ class Ledger:
             cell.reward_sum += sum(record.rewards)
             if record.signal != GroupSignal.MIXED:
                 cell.no_signal += 1
-                wasted += record.sandbox_s
+                if record.dropped is None:  # counted once, as dropped
+                    wasted += record.sandbox_s
         streak, kind = _streak(sorted((r for r in records if r.rewards), key=lambda r: (r.step, r.group)))
         return TaskRow(
             name=name,
@@ -272,6 +302,8 @@ class Ledger:
             streak=streak,
             streak_signal=kind,
             admission=self.admissions.get(name, Admission()),
+            dropped_groups=dropped,
+            dropped_s=dropped_s,
         )
 
     def family_rows(self, tasks: list[str] | None = None) -> list[TaskRow]:
@@ -293,6 +325,8 @@ class Ledger:
                     streak=row.streak,
                     streak_signal=row.streak_signal,
                     admission=Admission(weight=row.admission.weight),
+                    dropped_groups=row.dropped_groups,
+                    dropped_s=row.dropped_s,
                 )
                 continue
             for step, cell in row.cells.items():
@@ -309,6 +343,8 @@ class Ledger:
             fam.no_signal_groups += row.no_signal_groups
             fam.sandbox_s += row.sandbox_s
             fam.no_signal_s += row.no_signal_s
+            fam.dropped_groups += row.dropped_groups
+            fam.dropped_s += row.dropped_s
             if row.streak > fam.streak:
                 fam.streak, fam.streak_signal = row.streak, row.streak_signal
             fam.admission.weight += row.admission.weight

@@ -16,6 +16,7 @@ from typing import Any
 from tbconsole.record.enums import ControlState, PanelName, TrialPhase
 from tbconsole.record.events import CheckpointSaved, DecisionMade, ErrorRaised, ProxyRequest
 from tbconsole.state.ledger import Ledger, family_by_name
+from tbconsole.state.pipeline import PipelineState, staleness_of
 
 KEEP_STEPS = 3  # steps whose trials (and their turn lists) stay in memory
 MAX_TURNS = 400  # turns kept per trial (the oldest are dropped; counts stay exact)
@@ -74,6 +75,7 @@ class Turn:
     sample_ms: float | None
     total_ms: float | None
     error: str | None
+    weights: int | None = None  # the update whose weights sampled it (None: not recorded)
 
 
 @dataclass
@@ -105,6 +107,22 @@ class TrialState:
     # A held-out evaluation trial (``RunState.heldout``): scored, never trained on, in no
     # training figure; its step is the number of updates behind the weights it ran.
     evaluation: bool = False
+    # The updates whose weights sampled its turns, oldest first (trial.ended; empty: not
+    # recorded), and the update that trained its group (group.trained).
+    weights: list[int] = field(default_factory=list)
+    update: int | None = None
+
+    @property
+    def staleness(self) -> int | None:
+        """How many updates its first turn's weights lag the update that trained it."""
+        return staleness_of(self.update, self.weights)
+
+    def turn_weights(self, capture_turn: int) -> int | None:
+        """The update whose weights sampled its captured turn ``capture_turn`` (None: unknown)."""
+        for turn in self.transcript:
+            if turn.turn == capture_turn:
+                return turn.weights
+        return None
 
     @property
     def done(self) -> bool:
@@ -149,6 +167,15 @@ class GroupState:
     error: str | None = None
     counters: Counters = field(default_factory=Counters)
     retired: set[str] = field(default_factory=set)  # trials of an earlier attempt (retry)
+    # Which update trained it and the weights that sampled it (group.trained), or why it was
+    # dropped (group.dropped: a DropReason value).
+    update: int | None = None
+    weights: list[int] = field(default_factory=list)
+    dropped: str | None = None
+
+    @property
+    def staleness(self) -> int | None:
+        return staleness_of(self.update, self.weights)
 
     def trial_rewards(self, trials: dict[str, TrialState]) -> list[float | None]:
         if self.rewards is not None:
@@ -397,6 +424,7 @@ class RunState:
     steps: dict[int, StepSummary] = field(default_factory=dict)
     task_stats: dict[str, TaskStats] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)  # the difficulty ledger (``state.ledger``)
+    pipeline: PipelineState = field(default_factory=PipelineState)  # sampling and training (``state.pipeline``)
     metrics_latest: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, deque[tuple[int, float]]] = field(default_factory=dict)  # key -> (step, value)
     checkpoints: list[CheckpointSaved] = field(default_factory=list)

@@ -10,12 +10,13 @@ those, at its own pace.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from tbconsole.common.inert import inert_event
-from tbconsole.record.enums import ControlState, LogLevel, PanelName, RunStatus
+from tbconsole.record.enums import ControlState, DropReason, LogLevel, PanelName, RunStatus
 from tbconsole.record.events import (
     AdvisoryCleared,
     AdvisoryRaised,
@@ -30,15 +31,19 @@ from tbconsole.record.events import (
     EvaluationStarted,
     Event,
     GatewayHealth,
+    GroupDropped,
     GroupEnded,
     GroupStarted,
+    GroupTrained,
     HeldOutEvent,
     LogLine,
+    OffPolicyLimit,
     ProxyRequest,
     RunEnded,
     RunStarted,
     StepMetrics,
     TaskAdmission,
+    TrainingStarted,
     TrialEnded,
     TrialPhaseChanged,
 )
@@ -52,13 +57,18 @@ from tbconsole.state.batches import (
     clip,
     group_ended,
     group_started,
+    group_trained_by,
     heldout_event,
     proxy_request,
     step_summary,
     trial_ended,
     trial_phase,
+    update_ended,
+    update_of,
+    updates_of,
 )
 from tbconsole.state.model import PANELS, TREND_LEN, Advisory, EvaluationState, RunState
+from tbconsole.state.pipeline import DroppedGroup
 
 
 def reduce(state: RunState, event: Event) -> RunState:
@@ -89,9 +99,14 @@ def _run_started(state: RunState, e: RunStarted) -> None:
     # go on. Trials of the earlier start that never ended (a crash) are cancelled.
     cancel_unfinished(state, list(state.trials), e.ts)
     cancel_heldout(state, e.ts)
+    until = None
     if state.started is not None:  # a resume: the earlier start ran until its end or its last event
         until = state.ended if state.ended is not None else state.last_ts
         state.earlier_starts_s += max(0.0, (until or state.started) - state.started)
+    inner = e.config.get("config") if isinstance(e.config, dict) else None
+    remove_constant = isinstance(inner, dict) and inner.get("remove_constant_reward_groups") is True
+    limit = update_of(e.max_steps_off_policy)
+    state.pipeline.start(e.ts, str(e.training_mode or ""), limit, remove_constant, until)
     state.starts += 1
     state.first_run_id = state.first_run_id or e.run_id
     state.run_id = e.run_id
@@ -157,6 +172,7 @@ def _run_ended(state: RunState, e: RunEnded) -> None:
     state.evaluation = None
     cancel_unfinished(state, list(state.trials), e.ts)
     cancel_heldout(state, e.ts)
+    state.pipeline.end(e.ts)
     state.mark_changed(PanelName.HEADER, PanelName.DECISION, PanelName.TRIALS, PanelName.GATEWAY)
     add_log(
         state,
@@ -221,12 +237,75 @@ def _step_metrics(state: RunState, e: StepMetrics) -> None:
         return
     summary = step_summary(state, e.step)
     summary.ended = e.ts
+    update_ended(state, e.ts, e.step)
     if e.step == state.step:  # trained: a runner that sends no batch.ended has no other sign of it
         state.batch_active = False
     if state.last_completed is None or e.step > state.last_completed:
         state.last_completed = e.step
     state.completed_steps = len([s for s in state.steps.values() if s.ended is not None])
     state.mark_changed(PanelName.METRICS, PanelName.HEADER, PanelName.REWARDS)
+
+
+def _off_policy_limit(state: RunState, e: OffPolicyLimit) -> None:
+    limit, since = update_of(e.max_steps_off_policy), update_of(e.from_update)
+    if limit is None or since is None:
+        return
+    by = clip(str(e.by), 40) or ""
+    first = not state.pipeline.limits
+    state.pipeline.set_limit(e.ts, limit, since, by)
+    if not first or by != "config":
+        add_log(state, e.ts, LogLevel.INFO, f"max_steps_off_policy {limit} from update {since} ({by})")
+    state.mark_changed(PanelName.HEADER)
+
+
+def _group_trained(state: RunState, e: GroupTrained) -> None:
+    update = update_of(e.update)
+    if update is None:
+        return
+    weights = updates_of(e.weights)
+    state.pipeline.group_trained(e.ts, (e.step, e.group), update, weights)
+    group_trained_by(state, (e.step, e.group), update, weights)
+
+
+def _group_dropped(state: RunState, e: GroupDropped) -> None:
+    g = state.groups.get((e.step, e.group))
+    seconds = e.sandbox_seconds
+    if not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)):
+        seconds = 0.0
+    reason = clip(str(e.reason), 40) or "?"
+    dropped = DroppedGroup(
+        ts=e.ts,
+        step=e.step,
+        group=e.group,
+        task=g.task if g is not None else state.ledger.task_of(e.step, e.group) or "?",
+        reason=reason,
+        weights=updates_of(e.weights),
+        update=update_of(e.update) or 0,
+        trials=update_of(e.trials) or 0,
+        sandbox_seconds=max(0.0, float(seconds)),
+        datums=update_of(e.datums) or 0,
+    )
+    state.pipeline.group_dropped(e.ts, dropped)
+    state.ledger.observe(e)
+    if g is not None:
+        g.dropped, g.update = reason, None
+        g.weights = dropped.weights or g.weights
+        state.changed_trials.update(g.trials)
+    state.mark_changed(PanelName.TRIALS, PanelName.LEDGER)
+    add_log(
+        state,
+        e.ts,
+        LogLevel.WARNING if reason == DropReason.STALE else LogLevel.INFO,
+        f"group {e.group} of step {e.step} dropped ({reason}) at update {dropped.update}: "
+        f"{dropped.sandbox_seconds:.0f} s of sandbox time not trained",
+    )
+
+
+def _training_started(state: RunState, e: TrainingStarted) -> None:
+    update = update_of(e.update)
+    if update is not None:
+        state.pipeline.training_started(e.ts, update)
+        state.mark_changed(PanelName.HEADER)
 
 
 def _checkpoint(state: RunState, e: CheckpointSaved) -> None:
@@ -317,4 +396,8 @@ _HANDLERS: dict[type[Event], Callable[[RunState, Any], None]] = {
     AdvisoryRaised: _advisory_raised,
     AdvisoryCleared: _advisory_cleared,
     TaskAdmission: _task_admission,
+    OffPolicyLimit: _off_policy_limit,
+    GroupTrained: _group_trained,
+    GroupDropped: _group_dropped,
+    TrainingStarted: _training_started,
 }

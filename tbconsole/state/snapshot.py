@@ -11,8 +11,8 @@ the start, and a write that fails is logged, never raised (a snapshot never fail
 The file: one header line of JSON, then the payload (the state, as JSON). A snapshot is used only
 if every check holds (otherwise ``SnapshotProblem`` says which failed):
 - ``format``: this module's layout of the file and of the payload (``FORMAT``);
-- ``code``: a hash of the sources of the events, the enums, the model, the reducer and this
-  module: a state folded by other code (another version, a changed reducer) could differ from
+- ``code``: a hash of the sources of the events, the enums, the model (with its ledger and
+  pipeline), the reducer and this module: a state folded by other code (another version, a changed reducer) could differ from
   what this code folds, so it is not used (``code_version``);
 - ``device``/``inode``: the events file it covers is the one there now (not a copy, not a file
   written anew after the run folder was reused);
@@ -56,7 +56,7 @@ from tbconsole.record import enums, events
 from tbconsole.record.enums import SnapshotProblem
 from tbconsole.record.events import BatchStarted, Event, EventsReader, from_body
 from tbconsole.record.runfolder import RunFolder
-from tbconsole.state import batches, model, reducer
+from tbconsole.state import batches, ledger, model, pipeline, reducer
 from tbconsole.state.model import PANELS, RunState
 from tbconsole.state.reducer import reduce
 
@@ -83,12 +83,12 @@ class Rejected(Exception):
 @functools.cache
 def code_version() -> str:
     """A hash of the code whose behaviour a snapshot records: the events, their vocabularies, the
-    model, the reducer (and the inert text it folds), and this codec. Any change to them, comments
+    model (its ledger and pipeline included), the reducer (and the inert text it folds), and this codec. Any change to them, comments
     included, retires every snapshot written before it: rereading a run once is cheaper than
     trusting a state that the changed code would not have folded."""
     digest = hashlib.sha256()
     try:
-        sources = (enums, events, inert, model, batches, reducer)
+        sources = (enums, events, inert, model, ledger, pipeline, batches, reducer)
         for source in (*(m.__file__ for m in sources), __file__):
             digest.update(Path(source or "").read_bytes())
     except OSError:  # sources that cannot be read (a zipped install): no snapshot is trusted or written

@@ -10,6 +10,10 @@ through ``captures`` (``tbconsole.synthetic.captures``), never into the events.
 
 A run is played by ``_Player`` (one random stream, one clock per batch), one method per part of
 it: a batch, a group's attempts, a trial, its turns, a failure, the gateway's probes, training.
+Every update says which groups it trained (``group.trained``) and when its training began
+(``training.started``). ``off_policy`` plays the off-policy mode instead (``_OffPolicy``):
+samplers never wait for the trainer, groups train up to ``off_policy`` updates stale, and the
+groups past that limit, or left when the run ends, are dropped with their sandbox cost.
 """
 
 from __future__ import annotations
@@ -22,7 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbconsole.record.enums import ControlState, Decision, DecisionBy, FailureKind, LogLevel, RunStatus, TrialOutcome
+from tbconsole.record.enums import (
+    ControlState,
+    Decision,
+    DecisionBy,
+    DropReason,
+    FailureKind,
+    LogLevel,
+    RunStatus,
+    TrainingMode,
+    TrialOutcome,
+)
 from tbconsole.record.enums import TrialPhase as Phase
 from tbconsole.record.events import (
     BatchEnded,
@@ -36,14 +50,18 @@ from tbconsole.record.events import (
     EvaluationStarted,
     Event,
     GatewayHealth,
+    GroupDropped,
     GroupEnded,
     GroupStarted,
+    GroupTrained,
     HeldOutEvent,
     LogLine,
+    OffPolicyLimit,
     ProxyRequest,
     RunEnded,
     RunStarted,
     StepMetrics,
+    TrainingStarted,
     TrialEnded,
     TrialPhaseChanged,
 )
@@ -282,6 +300,8 @@ class RunShape:
     prompt_step: int = 400
     tool_output: Callable[[int], str] | None = None
     heldout_at: tuple[int, ...] = ()
+    off_policy: int | None = None  # max_steps_off_policy: the off-policy mode (None: synchronous)
+    lower_at: tuple[int, int] | None = None  # off-policy: (update, limit) lowered live from the console
 
 
 def synthetic_run(*, captures: SyntheticCaptures | None = None, **shape: Any) -> Iterator[Event]:
@@ -294,7 +314,9 @@ def synthetic_run(*, captures: SyntheticCaptures | None = None, **shape: Any) ->
     printed (None: one short line), while each turn's prompt grows by ``prompt_step`` tokens in
     its ``proxy.request``. ``heldout_at``: the numbers of updates after which a held-out
     evaluation runs, as the runner runs them (before that step's batch; ``steps``: after the
-    last), its trials' events wrapped as held-out."""
+    last), its trials' events wrapped as held-out. ``off_policy=K``: the off-policy mode with
+    max_steps_off_policy K (``steps`` updates; no error, pause, stop or held-out evaluation there),
+    ``lower_at=(update, limit)`` lowering it live."""
     return _Player(RunShape(**shape), captures).events()
 
 
@@ -310,6 +332,7 @@ class _Batch:
     turns: int = 0
     tokens: int = 0
     ended_run: bool = False  # an error left pending, or an abort: the stream ends with this batch
+    trained: list[int] = field(default_factory=list)  # the groups that returned with every trial scored
 
 
 @dataclass
@@ -338,22 +361,14 @@ class _Player:
         self.now = shape.t0
         self.sampler: str | None = None
         self.trial_serial = 0
+        self.weights = 0  # the update whose weights sample the groups started now
 
     def events(self) -> Iterator[Event]:
         s = self.shape
-        yield RunStarted(
-            ts=self.now,
-            run_id=f"demo-{s.seed}",
-            log_path=s.log_path,
-            model_name="Qwen/Qwen3-4B-Instruct-2507",
-            base_url="http://127.0.0.1:10613",
-            renderer_name="qwen3",
-            total_steps=s.steps,
-            groups_per_batch=s.groups,
-            group_size=s.group_size,
-            tasks=self.tasks,
-            config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"},
-        )
+        if s.off_policy is not None:
+            yield from _OffPolicy(self).events()
+            return
+        yield self._run_started()
         yield ControlChanged(ts=self.now, state=ControlState.RUNNING)
         for step in range(s.steps):
             if step in s.heldout_at:
@@ -366,6 +381,24 @@ class _Player:
             yield ControlChanged(ts=self.now + 1, state=RunStatus.DONE)
             yield RunEnded(ts=self.now + 1, status=RunStatus.DONE, step=s.steps - 1)
 
+    def _run_started(self) -> RunStarted:
+        s = self.shape
+        return RunStarted(
+            ts=self.now,
+            run_id=f"demo-{s.seed}",
+            log_path=s.log_path,
+            model_name="Qwen/Qwen3-4B-Instruct-2507",
+            base_url="http://127.0.0.1:10613",
+            renderer_name="qwen3",
+            total_steps=s.steps,
+            groups_per_batch=s.groups,
+            group_size=s.group_size,
+            tasks=self.tasks,
+            config={"learning_rate": 1e-6, "loss_fn": "ppo", "api_key": "***"},
+            training_mode=TrainingMode.SYNC if s.off_policy is None else TrainingMode.ASYNC,
+            max_steps_off_policy=s.off_policy,
+        )
+
     def _heldout(self, after_updates: int, delay: float) -> Iterator[Event]:
         rng = random.Random(f"{self.shape.seed}:{after_updates}")
         for event in heldout_evaluation(after_updates, self.now + delay, rng, captures=self.captures):
@@ -377,6 +410,7 @@ class _Player:
         s = self.shape
         batch = _Batch(step, start=self.now + 0.5)
         batch.end = batch.start
+        self.weights = step
         picked = [self.tasks[(step * s.groups + g) % len(self.tasks)] for g in range(s.groups)]
         batch.clock.add(
             BatchStarted(
@@ -445,6 +479,7 @@ class _Player:
                 continue
             batch.clock.add(GroupEnded(ts=group.end + 0.01, step=batch.step, group=g, rewards=group.rewards, ok=True))
             batch.end = max(batch.end, group.end + 0.02)
+            batch.trained.append(g)
         return g_start
 
     def _trial(self, batch: _Batch, group: _Group, i: int, name: str) -> None:
@@ -507,6 +542,7 @@ class _Player:
                 output_tokens=out_tokens,
                 trial_dir=tdir,
                 timings={"environment": 1.2, "agent_setup": 0.6, "agent": t - group.start - 3, "verifier": 1.0},
+                weights=[self.weights],
             )
         )
         add(TrialPhaseChanged(ts=t, step=step, group=g, trial=name, phase=Phase.DONE, task=task))
@@ -545,6 +581,7 @@ class _Player:
                 sample_ms=None if rejected else otoks * 4.0,
                 total_ms=5.0 if rejected else otoks * 4.0 + 12,
                 error="prompt + max_tokens exceed the context window" if rejected else None,
+                weights=self.weights,
             )
             batch.clock.add(request)
             if self.captures is not None and not rejected:
@@ -646,6 +683,9 @@ class _Player:
         s, step = self.shape, batch.step
         self.now = batch.end
         yield BatchEnded(ts=self.now, step=step)
+        for g in batch.trained:
+            yield GroupTrained(ts=self.now, step=step, group=g, update=step, weights=[step])
+        yield TrainingStarted(ts=self.now + 0.01, update=step)
         self.now += self.rng.uniform(3, 8)  # training
         metrics = _metrics(step, s.steps, batch.rewards, batch.turns, batch.tokens, self.now - batch.start, self.rng)
         yield StepMetrics(ts=self.now, step=step, metrics=metrics)
@@ -667,6 +707,190 @@ class _Player:
             self.now += 30
             yield ControlChanged(ts=self.now, state=ControlState.RUNNING)
         return False
+
+
+@dataclass
+class _Flight:
+    """An off-policy group from its start to its return: the weights that sampled it, its rewards."""
+
+    step: int
+    group: int
+    task: str
+    weights: int
+    start: float
+    end: float
+    rewards: list[float | None]
+    trials: int
+    turns: int = 0
+    tokens: int = 0
+
+
+class _OffPolicy:
+    """The off-policy mode played on a ``_Player``'s stream and trial makers: ``1.5 × groups`` samplers
+    each take the next group drawn as soon as their last returned, with the weights of the update
+    current then; the trainer takes the first ``groups`` groups returned (a group whose weights lag
+    by more than max_steps_off_policy is dropped as stale, as the cookbook does) and trains for a
+    few seconds; then the next update's weights sample the groups started from there on. A slow
+    sandbox holds some groups back, so that staleness reaches the limit and a group or two passes
+    it. When the last update is trained, the groups still waiting are dropped (unfinished)."""
+
+    def __init__(self, player: _Player) -> None:
+        self.p = player
+        s = player.shape
+        assert s.off_policy is not None
+        self.limit = s.off_policy
+        self.clock = _Clock()
+        self.update = 0
+        self.drawn = 0  # groups drawn so far, in the dataset's order
+        self.opened: set[int] = set()  # steps whose batch.started is out
+        self.batches: dict[int, _Batch] = {}
+
+    def events(self) -> Iterator[Event]:
+        p, s = self.p, self.p.shape
+        yield p._run_started()
+        yield OffPolicyLimit(ts=p.now, max_steps_off_policy=self.limit, from_update=0, by="config")
+        yield ControlChanged(ts=p.now, state=ControlState.RUNNING)
+        now = p.now + 0.5
+        start = now
+        flights: list[_Flight] = [self._launch(now + 0.05 * k) for k in range(s.groups + s.groups // 2)]
+        returned: list[_Flight] = []
+        while self.update < s.steps:
+            # Groups return until enough wait for an update (each sampler starting the next group).
+            while len(returned) < s.groups and flights:
+                flight = min(flights, key=lambda f: f.end)
+                flights.remove(flight)
+                now = max(now, flight.end)
+                if self.update - flight.weights > self.limit:  # stale on return: dropped at once
+                    self._drop(flight, DropReason.STALE, now)
+                else:
+                    returned.append(flight)
+                if len(returned) + len(flights) <= (s.steps - self.update) * s.groups:  # one spare at most
+                    flights.append(self._launch(now + 0.1))
+            if len(returned) < s.groups:
+                break  # nothing left to sample: the run ends short of its updates
+            now = self._train(returned[: s.groups], now, start)
+            del returned[: s.groups]
+            self.update += 1
+            p.weights = self.update
+            if s.lower_at is not None and s.lower_at[0] == self.update:
+                self.limit = s.lower_at[1]
+                self.clock.add(
+                    OffPolicyLimit(ts=now + 0.02, max_steps_off_policy=self.limit, from_update=self.update, by="console")
+                )
+            for flight in [f for f in returned if self.update - f.weights > self.limit]:
+                returned.remove(flight)
+                self._drop(flight, DropReason.STALE, now + 0.03)
+        end = max([now, *(f.end for f in flights)]) + 0.5
+        for flight in flights:  # the last ones sampled return; no update takes them
+            returned.append(flight)
+        for flight in returned:
+            self._drop(flight, DropReason.UNFINISHED, end)
+        self._probes(start, end)
+        yield from self.clock.drain()
+        p.now = end
+        if s.end:
+            yield ControlChanged(ts=end + 1, state=RunStatus.DONE)
+            yield RunEnded(ts=end + 1, status=RunStatus.DONE, step=self.update - 1)
+
+    def _launch(self, at: float) -> _Flight:
+        """The next group drawn starts at ``at`` with the weights current then."""
+        p, s = self.p, self.p.shape
+        step, g = divmod(self.drawn, s.groups)
+        self.drawn += 1
+        task = p.tasks[(step * s.groups + g) % len(p.tasks)]
+        batch = self.batches.get(step)
+        if batch is None:
+            batch = self.batches[step] = _Batch(step, start=at, clock=self.clock)
+        if step not in self.opened:
+            self.opened.add(step)
+            picked = [p.tasks[(step * s.groups + k) % len(p.tasks)] for k in range(s.groups)]
+            self.clock.add(
+                BatchStarted(
+                    ts=at, step=step, groups=[{"group": k, "task": picked[k], "trials": s.group_size} for k in range(s.groups)]
+                )
+            )
+        names = []
+        for _ in range(s.group_size):
+            p.trial_serial += 1
+            names.append(f"{task}__{p.trial_serial:05d}")
+        self.clock.add(
+            GroupStarted(ts=at, step=step, group=g, task=task, trials=names, proxy_url=f"http://127.0.0.1:{40000 + g}")
+        )
+        # Now and then a group waits for a sandbox a while: it returns an update or two later.
+        delay = 12.0 if self.drawn % 9 == 4 else 0.0
+        group = _Group(g, task, names, at + delay, failing=False)
+        group.end = at
+        turns, tokens = batch.turns, batch.tokens
+        for i, name in enumerate(names):
+            p._trial(batch, group, i, name)
+        self.clock.add(GroupEnded(ts=group.end + 0.01, step=step, group=g, rewards=group.rewards, ok=True))
+        return _Flight(
+            step,
+            g,
+            task,
+            p.weights,
+            at,
+            group.end + 0.01,
+            list(group.rewards),
+            len(names),
+            batch.turns - turns,
+            batch.tokens - tokens,
+        )
+
+    def _train(self, taken: list[_Flight], now: float, start: float) -> float:
+        """One update over ``taken``: its groups trained, its training, metrics and checkpoint."""
+        p, s, add = self.p, self.p.shape, self.clock.add
+        for flight in taken:
+            add(GroupTrained(ts=now, step=flight.step, group=flight.group, update=self.update, weights=[flight.weights]))
+        add(TrainingStarted(ts=now + 0.01, update=self.update))
+        now += p.rng.uniform(3, 8)
+        rewards = [r for f in taken for r in f.rewards if r is not None]
+        turns, tokens = sum(f.turns for f in taken), sum(f.tokens for f in taken)
+        add(StepMetrics(ts=now, step=self.update, metrics=_metrics(self.update, s.steps, rewards, turns, tokens, now - start, p.rng)))
+        add(BatchEnded(ts=now, step=self.update))
+        p.sampler = f"tinker://demo-{s.seed}/sampler_weights/{self.update + 1:06d}"
+        if (self.update + 1) % 2 == 0:
+            add(
+                CheckpointSaved(
+                    ts=now + 0.5,
+                    step=self.update,
+                    name=f"{self.update + 1:06d}",
+                    state_path=f"tinker://demo-{s.seed}/weights/{self.update + 1:06d}",
+                    sampler_path=p.sampler,
+                )
+            )
+        return now + 0.01
+
+    def _drop(self, flight: _Flight, reason: DropReason, at: float) -> None:
+        self.clock.add(
+            GroupDropped(
+                ts=at,
+                step=flight.step,
+                group=flight.group,
+                reason=reason,
+                weights=[flight.weights],
+                update=self.update,
+                trials=flight.trials,
+                sandbox_seconds=round(flight.trials * (flight.end - flight.start), 3),
+                datums=flight.trials,
+            )
+        )
+
+    def _probes(self, start: float, end: float) -> None:
+        probe = start
+        while probe < end:
+            ok = self.p.rng.random() > 0.03
+            self.clock.add(
+                GatewayHealth(
+                    ts=probe,
+                    base_url="http://127.0.0.1:10613",
+                    ok=ok,
+                    latency_ms=self.p.rng.uniform(3, 25) if ok else None,
+                    error=None if ok else "connection refused",
+                    sampler_path=self.p.sampler,
+                )
+            )
+            probe += 5.0
 
 
 def write_jsonl(events, path: Path) -> Path:

@@ -1,6 +1,6 @@
 """Nothing hangs: the recipe's runner, run again and again on batches whose trials all fail at
 once (at different moments: at the verifier, mid-agent, with a sibling group still starting;
-every other run streaming minibatches, whose groups nobody awaits),
+every third run streaming minibatches and every third off-policy, whose groups nobody awaits),
 returns with nothing left behind: no task on its event loop (what kept a process alive after
 run.ended), no sandbox folder and no sandbox process. Then the same as real processes, each
 of which must exit within seconds of its run.ended."""
@@ -79,9 +79,11 @@ async def test_runs_whose_trials_all_fail_return_with_nothing_left(tmp_path, san
         for i in range(ITERATIONS):
             root = tmp_path / f"r{i}"
             args = recipe_args(root, failing_tasks(root, rng), sandbox_root, engine.base_url)
-            if i % 2:  # streaming minibatches: the cookbook runs each group in a task nobody awaits
+            if i % 3 == 1:  # streaming minibatches: the cookbook runs each group in a task nobody awaits
                 args += ["config.stream_minibatch_config.groups_per_batch=2",
                          "config.stream_minibatch_config.num_minibatches=2"]  # fmt: skip
+            elif i % 3 == 2:  # off-policy: workers, a trainer and a data loader, none awaited by the run
+                args += ["config.async_config.max_steps_off_policy=1", "config.async_config.groups_per_batch=2"]
             parsed = parse(args)
             bus = EventBus(root / "run")
             started = time.monotonic()

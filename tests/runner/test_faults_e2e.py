@@ -132,12 +132,15 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
-    """On the Miles gateway's contract (the engine's --contract miles-next: latest weights only)."""
+    """On the Miles gateway's contract (the engine's --contract miles-next: latest weights only),
+    off-policy (config.async_config): the resumed run draws the groups no update trained, each
+    once, and trains the step on the fresh attempt's captures only."""
     log, port = tmp_path / "run", _free_port()
     engine = _tbconsole("engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent", "--data-dir",
                         str(tmp_path / "engine"), "--contract", "miles-next", env=_env())  # fmt: skip
     args = ("demo", "--headless", f"config.log_path={log}", f"config.base_url=http://127.0.0.1:{port}",
-            "gateway.latest_weights_only=true", *SMALL)  # fmt: skip
+            "gateway.latest_weights_only=true", "config.async_config.max_steps_off_policy=1",
+            "config.async_config.groups_per_batch=1", *SMALL)  # fmt: skip
     first = second = None
     try:
         _wait_for_port(port, engine)
@@ -169,6 +172,8 @@ def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
     resumed = max(i for i, e in enumerate(events) if e.kind == "run.started")
     trials = {e.trial for e in events[resumed:] if e.kind == "trial.ended"}
     assert trials and all(t.endswith("-r1") for t in trials)
+    trained = [(e.step, e.group, e.update) for e in events if e.kind == "group.trained"]
+    assert trained == [(0, 0, 0)]  # once, after the resume
 
 
 def _train(tmp_path: Path, *extra: str, env: dict) -> subprocess.CompletedProcess:

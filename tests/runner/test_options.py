@@ -73,8 +73,12 @@ def test_the_seed_command_parses_with_native_names_and_defaults():
             "0 or more updates",
         ),  # fmt: skip
         (
-            ["config.async_config.max_steps_off_policy=1", "config.async_config.groups_per_batch=4",
-             "config.stream_minibatch_config.groups_per_batch=4", "config.stream_minibatch_config.num_minibatches=1"],
+            [
+                "config.async_config.max_steps_off_policy=1",
+                "config.async_config.groups_per_batch=4",
+                "config.stream_minibatch_config.groups_per_batch=4",
+                "config.stream_minibatch_config.num_minibatches=1",
+            ],
             "not both",
         ),  # fmt: skip
         (

@@ -144,15 +144,15 @@ def axis_labels(lay: Layout) -> str:
 
 
 def sort_rows(rows: list[TaskRow], by: str) -> list[TaskRow]:
-    """``waste``: most no-signal sandbox time first; ``solve rate``: highest first (rows without
+    """``waste``: most sandbox time that trained nothing first (no signal, or dropped); ``solve rate``: highest first (rows without
     a scored trial last); ``name``; ``streak``: longest run of constant groups first."""
     if by == "solve rate":
         return sorted(rows, key=lambda r: (r.solve_rate is None, -(r.solve_rate or 0.0), r.name))
     if by == "name":
         return sorted(rows, key=lambda r: r.name)
     if by == "streak":
-        return sorted(rows, key=lambda r: (-r.streak, -r.no_signal_s, r.name))
-    return sorted(rows, key=lambda r: (-r.no_signal_s, -r.sandbox_s, r.name))
+        return sorted(rows, key=lambda r: (-r.streak, -r.wasted_s, r.name))
+    return sorted(rows, key=lambda r: (-r.wasted_s, -r.sandbox_s, r.name))
 
 
 # -- a task's place in the batches -------------------------------------------------------------
@@ -264,18 +264,25 @@ def percent(x: float | None) -> str:
 
 @dataclass(frozen=True)
 class Summary:
-    """The run in figures: sandbox seconds (all, and those of groups that trained nothing), the
-    tasks out of the batches now (dropped by a user, skipped by the policy), changes pending."""
+    """The run in figures: sandbox seconds (all, and those of groups that trained nothing: no
+    signal, or dropped by the off-policy mode), the tasks out of the batches now (dropped by a
+    user, skipped by the policy), changes pending."""
 
     sandbox_s: float
     no_signal_s: float
     dropped: int
     skipped: int
     pending: int
+    dropped_groups: int = 0  # groups no update trained (group.dropped)
+    dropped_s: float = 0.0
+
+    @property
+    def wasted_s(self) -> float:
+        return self.no_signal_s + self.dropped_s
 
     @property
     def waste_share(self) -> float | None:
-        return self.no_signal_s / self.sandbox_s if self.sandbox_s > 0 else None
+        return self.wasted_s / self.sandbox_s if self.sandbox_s > 0 else None
 
 
 def summary(rows: list[TaskRow], current: int | None) -> Summary:
@@ -285,4 +292,6 @@ def summary(rows: list[TaskRow], current: int | None) -> Summary:
         dropped=sum(out_now(r.admission, current) and r.admission.by != AdmissionBy.POLICY for r in rows),
         skipped=sum(out_now(r.admission, current) and r.admission.by == AdmissionBy.POLICY for r in rows),
         pending=sum(pending(r.admission, current) for r in rows),
+        dropped_groups=sum(r.dropped_groups for r in rows),
+        dropped_s=sum(r.dropped_s for r in rows),
     )

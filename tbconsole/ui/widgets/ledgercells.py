@@ -101,7 +101,7 @@ def row_line(
     line.append_text(_fit(heat, lay.heat_w))
     wide = lay.wide
     no_signal_share = row.no_signal_groups / row.groups if row.groups else None
-    waste_tone = "error" if (row.waste_share or 0) >= 0.5 else "warning" if row.no_signal_s > 0 else "muted"
+    waste_tone = "error" if (row.waste_share or 0) >= 0.5 else "warning" if row.wasted_s > 0 else "muted"
     place = (
         lv.family_words(members, current, wide) if members is not None else lv.state_words(row.admission, current, wide)
     )
@@ -111,7 +111,7 @@ def row_line(
         Text(str(row.groups)),
         Text(lv.percent(no_signal_share)),
         Text(format_duration(row.sandbox_s) if row.sandbox_s else NONE),
-        Text(format_duration(row.no_signal_s) if row.no_signal_s else NONE, style=shades.tone(waste_tone)),
+        Text(format_duration(row.wasted_s) if row.wasted_s else NONE, style=shades.tone(waste_tone)),
         Text(streak[0], style=shades.tone(streak[1])),
         Text(place[0], style=shades.tone(place[1])),
     ]
@@ -128,7 +128,14 @@ def summary_line(s: lv.Summary, p: Palette) -> Text:
     if share is not None:
         out.append("trained nothing: ", style=p.muted)
         out.append(f"{share:.0%}", style=f"bold {p.error if share >= 0.5 else p.warning if share else p.success}")
-        out.append(f" of the sandbox time ({format_duration(s.no_signal_s)} of {format_duration(s.sandbox_s)})")
+        out.append(f" of the sandbox time ({format_duration(s.wasted_s)} of {format_duration(s.sandbox_s)})")
+        if s.dropped_groups:
+            out.append(" · ", style=p.muted)
+            out.append(
+                f"{s.dropped_groups} group{'s' if s.dropped_groups != 1 else ''} dropped untrained "
+                f"({format_duration(s.dropped_s)})",
+                style=p.warning,
+            )
     else:
         out.append("no group has ended yet", style=p.muted)
     out.append(" · out now: ", style=p.muted)
