@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 # How many batches back a returned group's datums are still looked for in the off-policy mode (an
 # update takes groups a few batches old at most); a synchronous update takes only its own batch's.
 OFF_POLICY_KEPT_BATCHES = 16
+CLIP_EPSILON = 0.2  # PPO's clip range (the cookbook's default): a ratio beyond 1 ± this stops its gradient
 
 
 def _digest(tokens: Any) -> bytes:
@@ -128,8 +129,10 @@ class TrainerLogprobs:
                 self.plans.setdefault(digest, []).append(plan)
         self.seconds += time.perf_counter() - started
 
-    def record(self, data: Sequence[Any], output: Any) -> None:
-        """One ``forward_backward``'s datums and result → lines beside the captures."""
+    def record(self, data: Sequence[Any], output: Any, update: int | None = None) -> None:
+        """One ``forward_backward``'s datums and result → lines beside the captures. ``update``:
+        the update it was sent for (its result comes back after the update's optimizer step was
+        already sent)."""
         started = time.perf_counter()
         rows: dict[tuple[int, int, str], list[bytes]] = {}
         for datum, out in zip(data, output.loss_fn_outputs, strict=False):
@@ -144,7 +147,7 @@ class TrainerLogprobs:
             for turn, start, count in plan.turns:
                 row = {"step": plan.step, "turn": turn, "logprobs": logprobs[start : start + count].tolist()}
                 rows.setdefault((plan.step, plan.group, plan.trial), []).append(orjson.dumps(row) + b"\n")
-            self._measure(datum, logprobs, plan)
+            self._measure(datum, logprobs, plan, update)
         for (step, group, trial), lines in rows.items():
             path = self.folder.trainer_logprobs_file(step, group, trial)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,41 +162,53 @@ class TrainerLogprobs:
             self.seconds * 1000,
         )
 
-    def _measure(self, datum: Any, trainer: np.ndarray, plan: DatumPlan) -> None:
+    def _measure(self, datum: Any, trainer: np.ndarray, plan: DatumPlan, update: int | None) -> None:
         """The sampler's and the trainer's log-probs of each turn's tokens, by the turn's staleness."""
-        if self.update is None or "logprobs" not in datum.loss_fn_inputs:
+        if update is None or "logprobs" not in datum.loss_fn_inputs:
             return
-        update = self.update()
         sampler = datum.loss_fn_inputs["logprobs"].to_numpy()
         for (_, start, count), version in zip(plan.turns, plan.weights, strict=False):
-            if version is None or count == 0:
+            if version is None:
                 continue
-            diff = sampler[start : start + count] - trainer[start : start + count]
-            sums = self.by_staleness.setdefault(max(0, update - version), [0.0, 0.0, 0.0])
+            end = min(start + count, len(sampler), len(trainer))
+            if end <= start:
+                continue
+            diff = sampler[start:end] - trainer[start:end]
+            ratio = np.exp(np.clip(-diff, -20.0, 20.0))  # trainer ÷ sampler probability
+            sums = self.by_staleness.setdefault(max(0, update - version), [0.0, 0.0, 0.0, 0.0])
             sums[0] += float(diff.sum())
-            sums[1] += float(np.exp(np.clip(-diff, -20.0, 20.0)).sum())
-            sums[2] += count
+            sums[1] += float(ratio.sum())
+            sums[2] += end - start
+            sums[3] += float(np.count_nonzero(np.abs(ratio - 1.0) > CLIP_EPSILON))
 
     def take_figures(self) -> dict[str, float]:
-        """The update's figures by staleness (then forgotten): ``offpolicy/kl_sample_train/s{n}`` and
-        ``offpolicy/importance_ratio/s{n}`` per staleness n, the same pooled over fresh (n = 0) and
-        stale (n >= 1) tokens, and the stale tokens' share."""
+        """The update's figures by staleness (then forgotten), per staleness n (``s{n}``) and pooled
+        over fresh (n = 0) and stale (n >= 1) tokens: ``offpolicy/kl_sample_train`` (the cookbook's
+        v1 estimate, mean sampler minus trainer log-prob), ``offpolicy/importance_ratio`` (mean
+        trainer ÷ sampler probability) and ``offpolicy/clipped_share`` (tokens whose ratio is
+        outside 1 ± 0.2, where PPO's clip stops their gradient); and the stale tokens' share."""
         sums, self.by_staleness = self.by_staleness, {}
         if not sums:
             return {}
         figures: dict[str, float] = {}
-        pooled = {"fresh": [0.0, 0.0, 0.0], "stale": [0.0, 0.0, 0.0]}
-        for staleness, (diff, ratio, tokens) in sorted(sums.items()):
-            figures[f"offpolicy/kl_sample_train/s{staleness}"] = diff / tokens
-            figures[f"offpolicy/importance_ratio/s{staleness}"] = ratio / tokens
+        pooled = {"fresh": [0.0] * 4, "stale": [0.0] * 4}
+        for staleness, row in sorted(sums.items()):
+            _figures(figures, f"s{staleness}", row)
             into = pooled["fresh" if staleness == 0 else "stale"]
-            into[0], into[1], into[2] = into[0] + diff, into[1] + ratio, into[2] + tokens
-        for name, (diff, ratio, tokens) in pooled.items():
-            if tokens:
-                figures[f"offpolicy/kl_sample_train/{name}"] = diff / tokens
-                figures[f"offpolicy/importance_ratio/{name}"] = ratio / tokens
+            for k, value in enumerate(row):
+                into[k] += value
+        for name, row in pooled.items():
+            _figures(figures, name, row)
         figures["offpolicy/stale_token_share"] = pooled["stale"][2] / (pooled["fresh"][2] + pooled["stale"][2])
         return figures
+
+
+def _figures(into: dict[str, float], name: str, row: list[float]) -> None:
+    diff, ratio, tokens, clipped = row
+    if tokens:
+        into[f"offpolicy/kl_sample_train/{name}"] = diff / tokens
+        into[f"offpolicy/importance_ratio/{name}"] = ratio / tokens
+        into[f"offpolicy/clipped_share/{name}"] = clipped / tokens
 
 
 def attempt_trials(folder: RunFolder, task: str, step: int, group: int, size: int) -> list[str]:
@@ -227,13 +242,13 @@ class RecordingStrategy(RolloutStrategy):
 
 
 class _RecordingFuture:
-    def __init__(self, future: Any, data: Sequence[Any], recorder: TrainerLogprobs):
-        self._future, self._data, self._recorder = future, data, recorder
+    def __init__(self, future: Any, data: Sequence[Any], recorder: TrainerLogprobs, update: int | None):
+        self._future, self._data, self._recorder, self._update = future, data, recorder, update
 
     async def result_async(self, *args: Any, **kwargs: Any) -> Any:
         result = await self._future.result_async(*args, **kwargs)
         try:
-            self._recorder.record(self._data, result)
+            self._recorder.record(self._data, result, self._update)
         except Exception as exc:  # noqa: BLE001 - a view's data must never fail the run
             logger.warning("trainer log-probs not recorded: %s", exc)
         return result
@@ -250,8 +265,9 @@ class RecordingTrainingClient:
         self._client, self._recorder = client, recorder
 
     async def forward_backward_async(self, data, loss_fn, loss_fn_config=None):
+        update = self._recorder.update() if self._recorder.update is not None else None
         future = await self._client.forward_backward_async(data, loss_fn=loss_fn, loss_fn_config=loss_fn_config)
-        return _RecordingFuture(future, list(data), self._recorder)
+        return _RecordingFuture(future, list(data), self._recorder, update)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)

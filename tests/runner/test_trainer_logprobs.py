@@ -67,3 +67,23 @@ def test_a_forward_backward_result_is_written_per_turn(tmp_path):
         assert rows[0]["logprobs"] == pytest.approx([-0.2, -0.3], rel=1e-6)
         assert len(rows[1]["logprobs"]) == 3 and len(rows[2]["logprobs"]) == 1
     assert not recorder.plans  # matched datums are let go
+
+
+def test_the_sampler_and_the_trainer_are_compared_by_each_turns_staleness(tmp_path):
+    # One trial whose turns were sampled with the weights of updates 4, 5 and 5, trained in update 5:
+    # turn 0 is one update stale, turns 1 and 2 fresh. The sampler said -0.5 for every token.
+    recorder = TrainerLogprobs(RunFolder(tmp_path))
+    result = RolloutResult(trajectories=[_trajectory()], envs=[], errors=[])
+    recorder.add_group(4, 0, ["task.s4g0t0"], result, weights=[[4, 5, 5]])
+    data = trajectory_to_data(_trajectory(), 1.0)
+    trainer = [-0.5] * 12  # as the sampler, except turn 0's two tokens (targets 2..3 of datum 0)
+    trainer[2:4] = [-0.1, -0.1]
+    outputs = [{"logprobs": TensorData(data=trainer[: d.model_input.length], dtype="float32")} for d in data]
+    recorder.record(data, SimpleNamespace(loss_fn_outputs=outputs), update=5)
+    figures = recorder.take_figures()
+    assert figures["offpolicy/kl_sample_train/s1"] == pytest.approx(-0.4)  # mean(-0.5 - -0.1)
+    assert figures["offpolicy/clipped_share/s1"] == 1.0  # exp(0.4) = 1.49: beyond 1.2
+    assert figures["offpolicy/kl_sample_train/fresh"] == pytest.approx(0.0, abs=1e-6)
+    assert figures["offpolicy/clipped_share/fresh"] == 0.0
+    assert figures["offpolicy/stale_token_share"] == pytest.approx(2 / 6)
+    assert recorder.take_figures() == {}  # one update's figures, taken once
