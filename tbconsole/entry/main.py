@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tbconsole.entry import bench, compare, export, ledger, runs, tasks, train, trial, warmup
+from tbconsole.entry import bench, compare, control, export, ledger, runs, tasks, train, trial, warmup
 from tbconsole.entry.usage import USAGE_EXIT, Parser, UsageError
 
 # Commands that parse their own KEY=VALUE arguments: they get the command line before argparse.
@@ -55,6 +55,7 @@ def build_parser(command: str | None = None) -> Parser:
     export.register(sub)
     compare.register(sub)
     ledger.register(sub)
+    control.register(sub)
     warmup.register(sub, full=command == "warmup")
     train.register(sub)
     return parser
