@@ -47,9 +47,13 @@ class HeldOutEvaluator(SamplingClientEvaluator):
 
     async def __call__(self, sampling_client) -> dict[str, float]:
         ctx = self.ctx
-        trained = 0 if ctx.last_batch is None else ctx.last_batch + 1  # updates behind this policy
+        # Updates behind this policy: its sampler says (every mode); else the batches begun so far.
+        trained = getattr(sampling_client, "weights_version", None)
+        if trained is None:
+            trained = 0 if ctx.last_batch is None else ctx.last_batch + 1
+        # Its groups are never trained: the run's group book does not follow them.
         quiet = dataclasses.replace(
-            ctx, publish=_as_heldout(ctx.publish, trained), log_path=ctx.folder.heldout.root, _gates={}
+            ctx, publish=_as_heldout(ctx.publish, trained), log_path=ctx.folder.heldout.root, _gates={}, book=None
         )
         builders = [
             HarborGroupBuilder(task_dir=task, task_index=i, batch=trained, group=i, group_size=self.group_size)

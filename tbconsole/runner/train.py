@@ -60,7 +60,7 @@ from tbconsole.runner.trainer_logprobs import (
 )
 from tbconsole.runner.trials import load_template
 from tbconsole.runner.wandb_advisories import advisories_to_wandb
-from tbconsole.runner.weights import PolicyWeights, VersioningTrainingClient
+from tbconsole.runner.weights import PolicyWeights, VersionedSampler, VersioningTrainingClient
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ async def _run(
         if evaluators and config.eval_every > 0 and start_batch < end_batch:
             sampling_client = checkpoint_mgr.sampling_client_of(sampler_path) if sampler_path else None
             await _final_evaluation(
-                evaluators, sampling_client or clients.service, sampler_path, metrics.logger, end_batch
+                evaluators, sampling_client or clients.service, sampler_path, metrics.logger, end_batch, weights
             )
 
     try:
@@ -698,7 +698,7 @@ def _announce_continuity(publish, renderer: Any, renderer_name: str, enabled: bo
         )
 
 
-async def _final_evaluation(evaluators, client, sampler_path, ml_logger, end_batch) -> None:
+async def _final_evaluation(evaluators, client, sampler_path, ml_logger, end_batch, weights: PolicyWeights) -> None:
     """The cookbook evaluates before a batch samples, so the last update is never evaluated:
     score the final weights too (a metrics row without progress/batch: no new training step).
     ``client``: the service client, or already the final weights' sampling client."""
@@ -706,7 +706,7 @@ async def _final_evaluation(evaluators, client, sampler_path, ml_logger, end_bat
         return
     if isinstance(client, tinker.ServiceClient):
         client = await _ready(client.create_sampling_client(model_path=sampler_path))
-    sampling_client = client
+    sampling_client = VersionedSampler(client, weights.update)  # the final weights: every update applied
     metrics = {}
     for evaluator in evaluators:
         metrics.update(await evaluator(sampling_client))
