@@ -29,7 +29,8 @@ Figures per mode, from the run's ``events.jsonl``, over its wall: from the first
 
 - trained updates per hour: ``batch.ended`` events / wall;
 - trainer idle share: the share of the wall with no update between its ``training.started`` and
-  its ``batch.ended``;
+  its ``batch.ended`` (in stream mode that span includes waiting for the later minibatches'
+  groups, so its idle share is a floor);
 - samplers' idle share: ``1 - trial-seconds / (slots x wall)``. ``slots = groups_per_batch x
   min(group_size, harbor.max_parallel_trials_per_group)``, the trials a run keeps in flight at
   most, in every mode (the async loop runs ``groups_per_batch`` workers of one group each). A
@@ -49,6 +50,11 @@ Stream's bound: a sync step is ``S + T`` (sampling, then training ``T``, from ``
 to ``batch.ended``). Streaming M minibatches can overlap all but the last minibatch's training
 with sampling, so its step is at least ``S + T/M``: gain <= (S + T) / (S + T/M); hiding all the
 training, (S + T) / S, bounds any scheme that keeps the batch on-policy.
+
+The model on these trials: ``pipeline_model.simulate`` on the same trials in sync's draw order
+with sync's mean training step and no other cost (no start-up, model calls, verifier): the gain
+the modes' scheduling alone allows at this size, beside the gain measured. A group dropped as
+stale and run again runs the same trials, as long as before.
 
 Projection: ``pipeline_model.simulate`` at the recipe's size (4 groups x 8 trials, 4 at a time
 per group, the full-scale durations, a 90 s training step).
@@ -73,7 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbconsole.bench.pipeline_model import SOURCE, Durations, Shape, SimResult, project, trial_duration
+from tbconsole.bench.pipeline_model import SOURCE, Durations, Shape, SimResult, project, simulate, trial_duration
 from tbconsole.common.procgroup import kill_group
 from tbconsole.record.events import (
     BatchEnded,
@@ -307,6 +313,7 @@ class Figures:
     dropped: set[tuple[str, int]] = field(default_factory=set)  # and not trained later
     steps_s: list[float] = field(default_factory=list)  # update to update (the first from the first group)
     training_s: list[float] = field(default_factory=list)  # training.started to batch.ended, per update
+    order: list[str] = field(default_factory=list)  # the groups' tasks in draw order (step, group)
 
     @property
     def updates_per_hour(self) -> float:
@@ -385,6 +392,7 @@ def figures(mode: str, events: list[Event], slots: int) -> Figures:
     def pairs(groups: set[tuple[int, int]]) -> set[tuple[str, int]]:
         return {(tasks[g][0], k) for g in groups if g in tasks for k in range(tasks[g][1])}
 
+    out.order = [tasks[g][0] for g in sorted(tasks)]
     out.trained = pairs(trained_groups)
     out.dropped = pairs(dropped_groups - trained_groups)
     return out
@@ -462,6 +470,21 @@ def projection_lines(results: list[SimResult], durations: Durations, shape: Shap
             f"{r.trainer_idle:>13.0%} {r.sampler_idle:>13.0%} {r.mean_staleness:>11.2f}{r.dropped:>16}"
         )
     return lines
+
+
+def model_lines(sync: Figures, table: dict[str, list[float]], plan: Plan) -> list[str]:
+    """The simulation on this bench's own trials (sync's draw order) and sync's mean training
+    step: what the modes would reach with no cost beyond trial time and training."""
+    shape = Shape(plan.groups, plan.group_size, plan.parallel, statistics.fmean(sync.training_s))
+    groups = [table[task] for task in sync.order]
+    runs = [simulate("sync", groups, shape, plan.updates)] + [
+        simulate("async", groups, shape, plan.updates, k) for k in (1, 2)
+    ]
+    base = runs[0].updates_per_hour
+    return [
+        f"the model on these trials (training {shape.train_s:.1f} s, no other cost): "
+        + ", ".join(f"{r.mode} {r.updates} updates {_ratio(r.updates_per_hour, base)}" for r in runs)
+    ]
 
 
 def machine() -> str:
@@ -555,6 +578,8 @@ def run(args: argparse.Namespace) -> int:
             f"(S + T = {step:.1f} s, training T = {train:.1f} s): "
             f"(S+T)/(S+T/{plan.minibatches}) = {bound_m:.2f}x, all training hidden (S+T)/S = {bound_all:.2f}x"
         )
+    if sync is not None and len(sync.order) >= plan.updates * plan.groups and sync.training_s:
+        print("\n".join(model_lines(sync, table, plan)))
     shape = Shape(groups=4, group_size=8, parallel=4, train_s=90.0)
     print()
     print("\n".join(projection_lines(project(plan.durations, shape, seed=plan.seed), plan.durations, shape)))

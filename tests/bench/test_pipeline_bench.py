@@ -211,3 +211,14 @@ def test_the_simulation_refuses_too_few_groups():
         simulate("sync", [[1.0]] * 7, Shape(groups=4, group_size=1), updates=2)
     with pytest.raises(ValueError, match="unknown mode"):
         simulate("stream", [[1.0]] * 8, Shape(groups=4, group_size=1), updates=2)
+
+
+def test_the_model_on_the_benchs_own_trials():
+    plan = pipeline.Plan(updates=2, groups=2, group_size=2, parallel=2)
+    table = {"a": [1.0, 9.0], "b": [1.0, 1.0], "c": [1.0, 1.0], "d": [1.0, 1.0]}
+    sync = pipeline.Figures("sync", plan.slots, training_s=[1.0, 1.0], order=["a", "b", "c", "d"])
+    (line,) = pipeline.model_lines(sync, table, plan)
+    # sync: 9 + 1, then 1 + 1 = 12 s. async K=1: b's worker runs c then d while a runs; b and c
+    # train at 2..3, then d and a (one update behind: allowed) at 9..10: 10 s, 12 / 10 = 1.2x
+    assert line.startswith("the model on these trials (training 1.0 s")
+    assert "sync 2 updates 1.00x" in line and "async K=1 2 updates 1.20x" in line
