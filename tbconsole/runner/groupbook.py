@@ -23,11 +23,20 @@ every group of the update for its ``logging_tags`` (``HarborGroupBuilder.logging
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tbconsole.record.enums import DropReason
-from tbconsole.record.events import Event, GroupDropped, GroupTrained
+from tbconsole.record.events import (
+    Event,
+    GroupDropped,
+    GroupEnded,
+    GroupStarted,
+    GroupTrained,
+    TrialEnded,
+    TrialPhaseChanged,
+)
+from tbconsole.record.runfolder import attempt_of
 
 Key = tuple[int, int, int]  # step, group, attempt
 
@@ -126,3 +135,56 @@ class GroupBook:
                 datums=booked.datums,
             )
         )
+
+
+# What ``abandoned_earlier`` reads of an earlier run's events.
+EARLIER_KINDS = (
+    GroupStarted.kind,
+    GroupEnded.kind,
+    GroupTrained.kind,
+    GroupDropped.kind,
+    TrialPhaseChanged.kind,
+    TrialEnded.kind,
+)
+
+
+def abandoned_earlier(events: Iterable[Event], update: int) -> list[GroupDropped]:
+    """The groups an earlier run of this folder left without a word (killed: kill -9, a lost
+    machine): started, never failed, trained or dropped. Each is dropped as abandoned when the run
+    resumes (at ``update``), with its trials' sandbox time as far as their events tell: from a
+    trial's first phase past the queue to its end, or to its last event where it never ended."""
+    started: dict[Key, GroupStarted] = {}
+    settled: set[Key] = set()
+    trained_or_dropped: set[tuple[int, int]] = set()
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    for event in events:
+        match event:
+            case GroupStarted() if event.trials:
+                started[(event.step, event.group, attempt_of(event.trials[0]))] = event
+            case GroupEnded(ok=False):
+                settled.update(k for k in started if k[:2] == (event.step, event.group))
+            case GroupTrained() | GroupDropped():
+                trained_or_dropped.add((event.step, event.group))
+                settled.update(k for k in started if k[:2] == (event.step, event.group))
+            case TrialPhaseChanged() if event.phase != "queued":
+                first.setdefault(event.trial, event.ts)
+                last[event.trial] = event.ts
+            case TrialEnded():
+                last[event.trial] = event.ts
+    dropped = []
+    for key, group in started.items():
+        if key in settled:
+            continue
+        seconds = sum(last[t] - first[t] for t in group.trials if t in first and t in last)
+        dropped.append(
+            GroupDropped(
+                step=key[0],
+                group=key[1],
+                reason=DropReason.ABANDONED,
+                update=update,
+                trials=len(group.trials),
+                sandbox_seconds=round(seconds, 3),
+            )  # fmt: skip
+        )
+    return dropped

@@ -47,7 +47,7 @@ from tbconsole.runner.checkpoints import LatestWeightsClient, PublishingCheckpoi
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
 from tbconsole.runner.expired import ExpiryTolerantTrainingClient
-from tbconsole.runner.groupbook import GroupBook
+from tbconsole.runner.groupbook import EARLIER_KINDS, GroupBook, abandoned_earlier
 from tbconsole.runner.offpolicy import LiveLimit, trained_before
 from tbconsole.runner.options import ParsedArgs, resolve_renderer_name
 from tbconsole.runner.outcomes import TrialFailed
@@ -241,6 +241,7 @@ async def _run(
         off_policy.announce()
     if resume:
         publish(LogLine(level=LogLevel.INFO, message=f"resuming at batch {start_batch} from {resume.state_path}"))
+        _account_for_abandoned(ctx, start_batch)
         if dataset.resumed is not None:
             again = sum(1 for step, _ in dataset.resumed[1] if step < start_batch)
             publish(
@@ -382,7 +383,7 @@ async def _stop_between_updates(
     return RunResult(
         RunStatus.STOPPED,
         updates,
-        f"stopped{why} cleanly after update {updates - 1}; the groups in flight were abandoned "
+        f"stopped{why} cleanly with {updates} updates applied; the groups in flight were abandoned "
         "and run again when the run resumes",
     )
 
@@ -399,6 +400,16 @@ async def _raising_group_errors(loop: Coroutine[Any, Any, None], ctx: RunContext
     training.cancel()
     await asyncio.gather(training, return_exceptions=True)
     raise ctx.group_errors.exception()  # type: ignore[misc]
+
+
+def _account_for_abandoned(ctx: RunContext, start_batch: int) -> None:
+    """Groups an earlier run left in flight without a word (it was killed) are dropped as abandoned
+    now, with their sandbox time, so the ledger counts what they cost."""
+    events = ctx.folder.events
+    if not events.exists():
+        return
+    for dropped in abandoned_earlier(read_events_of(events, EARLIER_KINDS), start_batch):
+        ctx.publish(dropped)
 
 
 def training_mode(config: rl_train.Config) -> TrainingMode:

@@ -174,6 +174,9 @@ def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
     assert trials and all(t.endswith("-r1") for t in trials)
     trained = [(e.step, e.group, e.update) for e in events if e.kind == "group.trained"]
     assert trained == [(0, 0, 0)]  # once, after the resume
+    # The killed attempt said nothing: the resumed run drops it as abandoned, with what it cost.
+    (dropped,) = [e for e in events[resumed:] if e.kind == "group.dropped"]
+    assert (dropped.step, dropped.group, dropped.reason) == (0, 0, "abandoned") and dropped.sandbox_seconds > 0
 
 
 def _train(tmp_path: Path, *extra: str, env: dict) -> subprocess.CompletedProcess:

@@ -8,8 +8,17 @@ import pytest
 from tinker_cookbook.rl.train import AsyncConfig
 
 from tbconsole.record.control import ControlError
-from tbconsole.record.events import GroupDropped, GroupTrained, OffPolicyLimit, TrainingStarted
-from tbconsole.runner.groupbook import GroupBook
+from tbconsole.record.events import (
+    GroupDropped,
+    GroupEnded,
+    GroupStarted,
+    GroupTrained,
+    OffPolicyLimit,
+    TrainingStarted,
+    TrialEnded,
+    TrialPhaseChanged,
+)
+from tbconsole.runner.groupbook import GroupBook, abandoned_earlier
 from tbconsole.runner.offpolicy import LiveLimit
 from tbconsole.runner.weights import PolicyWeights, VersionedSampler, VersioningTrainingClient
 
@@ -143,3 +152,40 @@ def test_the_limit_is_lowered_live_on_the_config_the_loop_reads_and_never_raised
         limit.lower(3)
     with pytest.raises(ControlError):
         limit.lower(-1)
+
+
+def test_a_killed_runs_silent_groups_are_dropped_as_abandoned_when_it_resumes():
+    def started(step, group, attempt=0, ts=0.0):
+        suffix = f"-r{attempt}" if attempt else ""
+        trials = [f"t.s{step}g{group}t{k}{suffix}" for k in range(2)]
+        return GroupStarted(ts=ts, step=step, group=group, task="t", trials=trials, proxy_url="")
+
+    def phase(trial, ts, name="environment"):
+        return TrialPhaseChanged(ts=ts, step=0, group=0, trial=trial, phase=name)
+
+    earlier = [
+        started(0, 0),  # failed, then retried: the retry was in flight at the kill
+        GroupEnded(ts=1.0, step=0, group=0, rewards=[None, None], ok=False),
+        started(0, 0, attempt=1, ts=2.0),
+        phase("t.s0g0t0-r1", 3.0),
+        phase("t.s0g0t0-r1", 9.0, "agent"),
+        phase("t.s0g0t1-r1", 4.0),
+        TrialEnded(
+            ts=6.0,
+            step=0,
+            group=0,
+            trial="t.s0g0t1-r1",
+            outcome="Submitted",
+            scored=True,
+            reward=1.0,
+            turns=1,
+            output_tokens=3,
+            trial_dir=None,
+            timings={},
+        ),  # fmt: skip
+        started(0, 1),  # trained before the kill: accounted for
+        GroupTrained(ts=7.0, step=0, group=1, update=0, weights=[0]),
+    ]
+    (dropped,) = abandoned_earlier(earlier, update=1)
+    assert (dropped.step, dropped.group, dropped.reason, dropped.update) == (0, 0, "abandoned", 1)
+    assert dropped.trials == 2 and dropped.sandbox_seconds == 6.0 + 2.0  # 3→9 in flight, 4→6 ended
