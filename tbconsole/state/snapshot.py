@@ -12,8 +12,8 @@ The file: one header line of JSON, then the payload (the state, as JSON). A snap
 if every check holds (otherwise ``SnapshotProblem`` says which failed):
 - ``format``: this module's layout of the file and of the payload (``FORMAT``);
 - ``code``: a hash of the sources of the events, the enums, the model (with its ledger and
-  pipeline), the reducer and this module: a state folded by other code (another version, a changed reducer) could differ from
-  what this code folds, so it is not used (``code_version``);
+  pipeline), the reducer and this module: a state folded by other code (another version, a
+  changed reducer) could differ from what this code folds, so it is not used (``code_version``);
 - ``device``/``inode``: the events file it covers is the one there now (not a copy, not a file
   written anew after the run folder was reused);
 - ``offset``: how many bytes of the events file it covers (no more than the file holds), and
@@ -83,9 +83,9 @@ class Rejected(Exception):
 @functools.cache
 def code_version() -> str:
     """A hash of the code whose behaviour a snapshot records: the events, their vocabularies, the
-    model (its ledger and pipeline included), the reducer (and the inert text it folds), and this codec. Any change to them, comments
-    included, retires every snapshot written before it: rereading a run once is cheaper than
-    trusting a state that the changed code would not have folded."""
+    model (its ledger and pipeline included), the reducer (and the inert text it folds), and this
+    codec. Any change to them, comments included, retires every snapshot written before it:
+    rereading a run once is cheaper than trusting a state that the changed code would not have folded."""
     digest = hashlib.sha256()
     try:
         sources = (enums, events, inert, model, ledger, pipeline, batches, reducer)

@@ -775,7 +775,9 @@ class _OffPolicy:
             if s.lower_at is not None and s.lower_at[0] == self.update:
                 self.limit = s.lower_at[1]
                 self.clock.add(
-                    OffPolicyLimit(ts=now + 0.02, max_steps_off_policy=self.limit, from_update=self.update, by="console")
+                    OffPolicyLimit(
+                        ts=now + 0.02, max_steps_off_policy=self.limit, from_update=self.update, by="console"
+                    )
                 )
             for flight in [f for f in returned if self.update - f.weights > self.limit]:
                 returned.remove(flight)
@@ -806,7 +808,9 @@ class _OffPolicy:
             picked = [p.tasks[(step * s.groups + k) % len(p.tasks)] for k in range(s.groups)]
             self.clock.add(
                 BatchStarted(
-                    ts=at, step=step, groups=[{"group": k, "task": picked[k], "trials": s.group_size} for k in range(s.groups)]
+                    ts=at,
+                    step=step,
+                    groups=[{"group": k, "task": picked[k], "trials": s.group_size} for k in range(s.groups)],
                 )
             )
         names = []
@@ -841,12 +845,20 @@ class _OffPolicy:
         """One update over ``taken``: its groups trained, its training, metrics and checkpoint."""
         p, s, add = self.p, self.p.shape, self.clock.add
         for flight in taken:
-            add(GroupTrained(ts=now, step=flight.step, group=flight.group, update=self.update, weights=[flight.weights]))
+            add(
+                GroupTrained(ts=now, step=flight.step, group=flight.group, update=self.update, weights=[flight.weights])
+            )
         add(TrainingStarted(ts=now + 0.01, update=self.update))
         now += p.rng.uniform(3, 8)
         rewards = [r for f in taken for r in f.rewards if r is not None]
         turns, tokens = sum(f.turns for f in taken), sum(f.tokens for f in taken)
-        add(StepMetrics(ts=now, step=self.update, metrics=_metrics(self.update, s.steps, rewards, turns, tokens, now - start, p.rng)))
+        add(
+            StepMetrics(
+                ts=now,
+                step=self.update,
+                metrics=_metrics(self.update, s.steps, rewards, turns, tokens, now - start, p.rng),
+            )
+        )
         add(BatchEnded(ts=now, step=self.update))
         p.sampler = f"tinker://demo-{s.seed}/sampler_weights/{self.update + 1:06d}"
         if (self.update + 1) % 2 == 0:

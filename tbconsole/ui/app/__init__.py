@@ -320,3 +320,14 @@ class ConsoleApp(RunControl, Navigation, Replaying):  # an App[int]: what the sc
             yield SystemCommand(
                 "Difficulty ledger", "Per task: solve rate by step, sandbox time that trained nothing", self.open_ledger
             )
+            yield SystemCommand(
+                "Pipeline",
+                "Sampling and training over the run: groups in flight, queued, trained, dropped; staleness",
+                self.open_pipeline,
+            )
+        if self.can_lower_off_policy():
+            yield SystemCommand(
+                "Lower max_steps_off_policy",
+                f"Now {self.state.pipeline.limit}: drop groups whose weights lag more, from the next update",
+                self.lower_off_policy_limit,
+            )

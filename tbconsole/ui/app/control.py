@@ -104,6 +104,42 @@ class RunControl(ConsoleHost):
             self._send_if_yes(ControlCommand.CANCEL_TRIAL, trial),
         )
 
+    # -- the off-policy limit ----------------------------------------------------------------
+
+    def can_lower_off_policy(self) -> bool:
+        """An off-policy run this console commands, not over, whose max_steps_off_policy is above 0."""
+        state = self.state
+        limit = state.pipeline.limit
+        return bool(
+            state.pipeline.off_policy
+            and limit is not None
+            and limit > 0
+            and self.controllable
+            and not state.finished
+            and state.control not in (ControlState.ABORTING, ControlState.WAITING)
+        )
+
+    def lower_off_policy_limit(self) -> None:
+        """Ask for a lower max_steps_off_policy, then send ``set_max_steps_off_policy N``."""
+        limit = self.state.pipeline.limit
+        if not self.can_lower_off_policy() or limit is None:
+            why = (
+                "this run is not off-policy"
+                if not self.state.pipeline.off_policy
+                else "max_steps_off_policy is 0 already"
+                if limit == 0
+                else "the run is not live here: nothing to change"
+            )
+            self.notify(why, severity="warning", timeout=4)
+            return
+        from tbconsole.ui.screens.offpolicy_limit import OffPolicyLimitScreen
+
+        def chosen(value: int | None) -> None:
+            if value is not None:
+                self.send(ControlCommand.SET_MAX_STEPS_OFF_POLICY, str(value))
+
+        self.push_screen(OffPolicyLimitScreen(limit), chosen)
+
     # -- the error modal -------------------------------------------------------------------
 
     def sync_decision(self) -> None:

@@ -14,7 +14,7 @@ from tbconsole.ui.screens.log import LogScreen
 class Navigation(ConsoleHost):
     """A base of ``ConsoleApp`` (Textual finds the actions on the app, the screens call the
     ``open_*``): a trial's transcript, its group side by side, find, the ledger, the timeline,
-    the advisories, help and the log. The drill-down screens are imported when first opened,
+    the pipeline, the advisories, help and the log. The drill-down screens are imported when first opened,
     off the first frame's path."""
 
     def action_help(self) -> None:
@@ -64,6 +64,12 @@ class Navigation(ConsoleHost):
         from tbconsole.ui.screens.ledger import LedgerScreen
 
         self._push_kept("ledger", LedgerScreen)
+
+    def open_pipeline(self) -> None:
+        """``P``: sampling and training over the run (kept between opens)."""
+        from tbconsole.ui.screens.pipeline import PipelineScreen
+
+        self._push_kept("pipeline", PipelineScreen)
 
     def open_timeline(self) -> None:
         """``w``: the waterfall of the current step, or of the step being replayed."""

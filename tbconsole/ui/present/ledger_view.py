@@ -144,8 +144,9 @@ def axis_labels(lay: Layout) -> str:
 
 
 def sort_rows(rows: list[TaskRow], by: str) -> list[TaskRow]:
-    """``waste``: most sandbox time that trained nothing first (no signal, or dropped); ``solve rate``: highest first (rows without
-    a scored trial last); ``name``; ``streak``: longest run of constant groups first."""
+    """``waste``: most sandbox time that trained nothing first (no signal, or dropped); ``solve
+    rate``: highest first (rows without a scored trial last); ``name``; ``streak``: longest run of
+    constant groups first."""
     if by == "solve rate":
         return sorted(rows, key=lambda r: (r.solve_rate is None, -(r.solve_rate or 0.0), r.name))
     if by == "name":

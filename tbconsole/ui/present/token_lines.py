@@ -21,6 +21,7 @@ from tbconsole.ui.present.fit import GLUE, fit, glue_numbers, hang_text
 from tbconsole.ui.present.logprob_scale import escaped, logprob_text, prob_text
 from tbconsole.ui.present.sanitize import one_line
 from tbconsole.ui.present.trained import Training
+from tbconsole.ui.present.transcript_doc import weights_words
 
 
 class Tones(Protocol):
@@ -80,6 +81,10 @@ def head_text(
             head.append(f"  stop: {one_line(record.stop_reason, 20)}", style=p.muted)
         if record.sample_ms is not None:
             head.append(f"  sampled in {format_seconds(record.sample_ms / 1000)}", style=p.muted)
+        weights = t.turn_weights(record.turn) if t is not None else None
+        if weights is not None and t is not None:
+            words, role = weights_words(weights, t.update)
+            head.append("  " + words, style=p.warning if role == "warning" else p.muted)
         if ids_only:
             head.append("  (no tokenizer found: token ids)", style=p.warning)
     head.append("\n")

@@ -156,12 +156,37 @@ def _token_spans(record: CaptureRecord, decoder: TokenDecoder) -> list[Piece]:
     return out
 
 
+def weights_words(weights: int, trained: int | None) -> tuple[str, str]:
+    """(words, palette role) for the weights that sampled a turn: ``weights 3`` (the weights
+    after 3 updates), ``weights 3 (+1)`` when the update that trained it came 1 update later."""
+    stale = trained - weights if trained is not None and trained > weights else 0
+    return f"weights {weights}" + (f" (+{stale})" if stale else ""), "warning" if stale else "muted"
+
+
+def turn_weights(t: TrialState | None, sync: bool) -> dict[int, tuple[int, int | None]]:
+    """Per captured turn: the update whose weights sampled it and the update that trained the
+    trial, where the proxy recorded them. A synchronous run's turns, sampled by the weights of
+    their own step and trained by its update, say nothing new: none there unless stale."""
+    if t is None:
+        return {}
+    out: dict[int, tuple[int, int | None]] = {}
+    for turn in t.transcript:
+        if turn.turn is None or turn.weights is None:
+            continue
+        if sync and turn.weights == t.step and (t.update is None or t.update == turn.weights):
+            continue
+        out[turn.turn] = (turn.weights, t.update)
+    return out
+
+
 def turn_section(
     record: CaptureRecord,
     options: Options,
     messages_from_atif: Sequence[tuple[str, str]] = (),
+    weights: tuple[int, int | None] | None = None,
 ) -> Section:
-    """One captured turn: what was new in the request, then the reply."""
+    """One captured turn: what was new in the request, then the reply. ``weights``: the update
+    whose weights sampled it, and the one that trained it (``turn_weights``)."""
     title: list[Span] = [(f"turn {record.turn + 1}", "bold primary")]
     meta = f"  {record.prompt_len}→{len(record.output)} tokens"
     if record.stop_reason:
@@ -169,6 +194,9 @@ def turn_section(
     if record.sample_ms is not None:
         meta += f"  {format_seconds(record.sample_ms / 1000)}"
     title.append((meta, "muted"))
+    if weights is not None:
+        words, role = weights_words(*weights)
+        title.append(("  " + words, role))
     if record.restarted:
         title.append(("  history rewritten: the whole conversation", "warning"))
     pieces = [rule(*title)]
@@ -296,7 +324,7 @@ class TranscriptBuilder:
     while the transcript grows."""
 
     def __init__(self) -> None:
-        self._turns: dict[tuple[int, int, Options, bool], Section] = {}
+        self._turns: dict[tuple[int, int, Options, bool, tuple[int, int | None] | None], Section] = {}
 
     def build(
         self,
@@ -304,7 +332,10 @@ class TranscriptBuilder:
         records: Sequence[CaptureRecord],
         files: TrialFiles,
         options: Options,
+        weights: dict[int, tuple[int, int | None]] | None = None,
     ) -> list[Section]:
+        """``weights``: per captured turn, the weights that sampled it (``turn_weights``)."""
+        weights = weights or {}
         out = [instruction_section(files, records)]
         by_turn = {r.turn: r for r in records}
         from_atif = atif_messages(files.steps) if files.steps else {}
@@ -318,7 +349,7 @@ class TranscriptBuilder:
                 for r in records:
                     if r.turn <= turn and r.turn not in shown:
                         shown.add(r.turn)
-                        out.append(self._turn(r, options, from_atif.get(r.turn, ())))
+                        out.append(self._turn(r, options, from_atif.get(r.turn, ()), weights.get(r.turn)))
 
             for request in requests:
                 if request.captured and request.turn is not None:
@@ -336,11 +367,17 @@ class TranscriptBuilder:
             out.append(log)
         return out
 
-    def _turn(self, record: CaptureRecord, options: Options, atif: Sequence[tuple[str, str]]) -> Section:
-        key = (record.turn, id(record), options, bool(atif))
+    def _turn(
+        self,
+        record: CaptureRecord,
+        options: Options,
+        atif: Sequence[tuple[str, str]],
+        weights: tuple[int, int | None] | None = None,
+    ) -> Section:
+        key = (record.turn, id(record), options, bool(atif), weights)
         section = self._turns.get(key)
         if section is None:
-            section = self._turns[key] = turn_section(record, options, atif)
+            section = self._turns[key] = turn_section(record, options, atif, weights)
         return section
 
     def forget(self) -> None:

@@ -216,6 +216,27 @@ TIMELINE_HELP = {
     "tests; idle: nothing known ran (trials waiting for a slot).",
 }
 
+PIPELINE_HELP = {
+    "P": "Sampling and training as a pipeline over the whole run (every mode; most telling off-policy): "
+    "esc goes back, m lowers max_steps_off_policy (an off-policy run that this console commands).",
+    "heading": "The training mode; max_steps_off_policy now, and who lowered it from which update; groups "
+    "in flight (sampling), queued (returned, waiting for an update), trained and dropped (with the sandbox "
+    "time they cost); the trainer's and the samplers' idle shares of the run's time (samplers: no group "
+    "in flight); and how many updates old the trained groups' weights were (+0: the update's own).",
+    "lanes": "On one time axis: how many groups were in flight and queued (the most in each column; the "
+    "number: the most over the run), and each update's training, from its first forward-backward "
+    "(training.started) to its metrics row.",
+    "updates": "The newest updates: how long each trained, and its groups by staleness (+N: sampled with "
+    "weights N updates older than the update that trained them); its training on the same axis.",
+    "dropped": "Groups whose trials all ran but that no update trained: stale (their weights lagged by "
+    "more than max_steps_off_policy), abandoned (the run stopped first) or unfinished (the run ended "
+    "before they filled a batch). Their sandbox time counts as waste in the ledger (D).",
+    "grid +N · drop · wait": "In the trials grid, after a group's task: +N, an update trained it on "
+    "weights N updates old (shown where the run is not synchronous, or N > 0; a trial's cell shows +N too); "
+    "drop, no update will; wait, it returned and waits for an update. A transcript's turns say which "
+    "weights sampled them.",
+}
+
 TOKEN_HELP = {
     "k": "In a transcript: the turn's reply as its tokens, each coloured by the sampler's log-prob on a "
     "continuous scale (no tint: certain; towards the error colour: less likely; the legend shows the scale, "
@@ -241,6 +262,7 @@ HELP_TABLES: tuple[tuple[str, list[tuple[str, str]]], ...] = (
     ("gateway", list(GATEWAY_HELP.items())),
     ("captures", list(CAPTURE_HELP.items())),
     ("timeline (w)", list(TIMELINE_HELP.items())),
+    ("pipeline (P)", list(PIPELINE_HELP.items())),
     ("group side by side (g)", list(GROUP_HELP.items())),
     ("find across trials (f)", list(FIND_HELP.items())),
     ("advisories (v)", list(ADVISORY_HELP.items())),

@@ -34,6 +34,11 @@ KEYS = [
     ("f", "find a word in the captured turns (this step; ctrl+t: all kept steps)"),
     ("w", "timeline of the step: each trial's phases and the training on one time axis"),
     (
+        "P",
+        "pipeline of the run: groups in flight, queued, trained and dropped over time, each update's "
+        "training, idle shares, staleness; there m lowers max_steps_off_policy (off-policy runs)",
+    ),
+    (
         "D",
         "difficulty ledger: per task, solve rate by step and the sandbox time that trained nothing; "
         "there o sorts, f tasks/families, ←/→ older/newer steps, x drops the task (asks first), "
@@ -72,6 +77,11 @@ CELLS = [
         "every trial of the group got one reward: all solved, all failed, one partial reward (none of them trains)",
     ),
     ("!", "after a phase: a capture was lost in this trial"),
+    (
+        "+1 / drop / wait",
+        "after a group's task: an update trained it on weights 1 update old (off-policy; +0 the "
+        "update's own); no update will train it; it waits for one. +1 after a trial's reward: the same",
+    ),
 ]
 
 

@@ -74,6 +74,17 @@ class ConsoleHost(WidgetHost):
     def open_ledger(self) -> None:
         raise NotImplementedError
 
+    def open_pipeline(self) -> None:
+        raise NotImplementedError
+
+    def can_lower_off_policy(self) -> bool:
+        """An off-policy run this console can command, whose limit can still go lower."""
+        raise NotImplementedError
+
+    def lower_off_policy_limit(self) -> None:
+        """Ask for a lower max_steps_off_policy and send it (``set_max_steps_off_policy``)."""
+        raise NotImplementedError
+
     def can_cancel_trial(self, trial: str | None) -> bool | None:
         raise NotImplementedError
 

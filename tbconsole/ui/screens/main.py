@@ -63,6 +63,7 @@ class MainScreen(Screen[None]):
         Binding("w", "timeline", "Timeline"),
         Binding("x", "cancel_trial", "Cancel trial", show=False),
         Binding("D", "ledger", "Ledger", show=False),  # d decides; D for the difficulty ledger
+        Binding("P", "pipeline", "Pipeline", show=False),  # p pauses; P for the pipeline
     ]
 
     app = getters.app(ConsoleHost)
@@ -139,6 +140,10 @@ class MainScreen(Screen[None]):
     def action_ledger(self) -> None:
         """The difficulty ledger: per task, what each step's groups taught and cost."""
         self.app.open_ledger()
+
+    def action_pipeline(self) -> None:
+        """Sampling and training over the run: in flight, queued, trained, dropped; staleness."""
+        self.app.open_pipeline()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

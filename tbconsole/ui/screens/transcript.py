@@ -29,13 +29,14 @@ from textual.widgets import Static
 from tbconsole.common.formatting import format_count, format_duration
 from tbconsole.harbor.harborview import harbor_view
 from tbconsole.record.capturefile import CaptureRecord
+from tbconsole.record.enums import TrainingMode
 from tbconsole.state import RunState, TrialState
 from tbconsole.ui.data.captures import CaptureFollower, locate, trial_capture_file
 from tbconsole.ui.data.tokenizer import load_decoder
 from tbconsole.ui.data.trialfiles import files_signature, load_trial_files
 from tbconsole.ui.present.sanitize import one_line, plain
 from tbconsole.ui.present.token_text import TokenDecoder
-from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder
+from tbconsole.ui.present.transcript_doc import Options, TranscriptBuilder, turn_weights
 from tbconsole.ui.present.trial_outputs import TrialFiles
 from tbconsole.ui.screens.host import ConsoleHost
 from tbconsole.ui.widgets.base import Palette, palette_of
@@ -72,7 +73,7 @@ class TranscriptScreen(Screen[None]):
         self.decoder: TokenDecoder | None = None
         self._decoder_wanted = False
         self._builder = TranscriptBuilder()
-        self._seen: tuple = ()  # what the transcript was last built from (requests, done)
+        self._seen: tuple = ()  # what the transcript was last built from (requests, done, trained by)
         self._header = Static(id="thead")
         self.body = TranscriptView(id="tbody")
         self._footline = Static(id="tstatus")
@@ -164,7 +165,7 @@ class TranscriptScreen(Screen[None]):
         self._header.update(self._head(t, now, p))
         if everything:
             self.body.restyle()
-        seen = (len(t.transcript), t.counters.requests, t.done) if t is not None else ()
+        seen = (len(t.transcript), t.counters.requests, t.done, t.update) if t is not None else ()
         if seen != self._seen:  # a proxy.request of this trial, or its end: its line is in the file by now
             self._read_captures()
             rebuild = True
@@ -185,10 +186,15 @@ class TranscriptScreen(Screen[None]):
 
     def rebuild(self) -> None:
         t = self._trial()
-        self._seen = (len(t.transcript), t.counters.requests, t.done) if t is not None else ()
+        self._seen = (len(t.transcript), t.counters.requests, t.done, t.update) if t is not None else ()
         files = self.files or TrialFiles(trial_dir=None)
+        sync = self.app.state.pipeline.mode == TrainingMode.SYNC
         sections = self._builder.build(
-            t, self._shown_records(t), files, Options(logprobs=self.logprobs, decoder=self.decoder)
+            t,
+            self._shown_records(t),
+            files,
+            Options(logprobs=self.logprobs, decoder=self.decoder),
+            turn_weights(t, sync),
         )
         body = self.body
         if not body.follow and body.sections:

@@ -7,7 +7,7 @@ from rich.style import Style
 from rich.text import Text
 
 from tbconsole.common.formatting import format_cell_duration, format_count, format_reward, format_value
-from tbconsole.record.enums import TrialOutcome, TrialPhase
+from tbconsole.record.enums import TrainingMode, TrialOutcome, TrialPhase
 from tbconsole.state import GroupState, RunState, TrialState
 from tbconsole.state.model import EvaluationState
 from tbconsole.ui.present.sanitize import one_line
@@ -21,6 +21,24 @@ LIMIT_MARKS: dict[str, str] = {  # a scored trial that hit a limit: the letter a
     TrialOutcome.OUTPUT_LIMIT: "L",
 }
 GROUP_FAILED = "✗err"
+GROUP_DROPPED = "drop"  # no update trained it (group.dropped)
+GROUP_WAITING = "wait"  # off-policy: returned, no update has taken it yet
+
+
+def staleness_badge(g: GroupState, state: RunState) -> tuple[str, str] | None:
+    """The group's place in the pipeline as (badge, palette role): ``+N`` once an update trained
+    it (its weights N updates old), ``drop`` when none will, ``wait`` while it waits for one.
+    Shown where the run is not synchronous, or the group was trained stale; else None."""
+    if g.dropped is not None:
+        return GROUP_DROPPED, "error"
+    staleness = g.staleness
+    if state.pipeline.mode == TrainingMode.SYNC and not staleness:
+        return None
+    if staleness is not None:
+        return f"+{staleness}", "warning" if staleness > 0 else "muted"
+    if g.ok and g.update is None and state.pipeline.off_policy and not state.finished:
+        return GROUP_WAITING, "muted"
+    return None
 
 
 def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
@@ -39,6 +57,9 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
             text = Text(f"{mark}{format_reward(t.reward)}", style=f"bold {style}")
             if t.outcome in LIMIT_MARKS:
                 text.append(LIMIT_MARKS[t.outcome], style=p.warning)
+            stale = t.staleness
+            if stale and width - len(text) >= 3:  # trained on weights that many updates old
+                text.append(f" +{stale}", style=p.warning)
             if width - len(text) > len(elapsed):
                 text.append(" " + elapsed, style=p.muted)
             return text
@@ -71,19 +92,23 @@ def cell_text(t: TrialState | None, now: float, width: int, p: Palette) -> Text:
 def group_label(g: GroupState, state: RunState, width: int, p: Palette) -> Text:
     """A group's label in ``width`` cells: its number and task, flagged when every trial got one
     reward (it trains nothing): ``✓all`` all solved (success, in its colour), ``✗all`` all failed,
-    ``=all`` one partial reward; or ``✗err`` when the group failed. The task name is cut, never
-    the flag."""
+    ``=all`` one partial reward; or ``✗err`` when the group failed. Then its staleness badge
+    (``staleness_badge``). The task name is cut, never the flag or the badge."""
     failed = g.ok is False
     reward = None if failed else g.uniform_reward(state.trials)
     kind = uniform_kind(reward, solved_reward(state)) if reward is not None else None
     flag = GROUP_FAILED if failed else (UNIFORM_FLAGS[kind] if kind else "")
+    badge = staleness_badge(g, state)
     text = Text(f"{g.group:>2} ", style=p.muted, no_wrap=True, overflow="ellipsis")
     task = Text(one_line(g.task), style="bold")
-    task.truncate(max(1, width - text.cell_len - (len(flag) + 1 if flag else 0)), overflow="ellipsis")
+    room = width - text.cell_len - (len(flag) + 1 if flag else 0) - (len(badge[0]) + 1 if badge else 0)
+    task.truncate(max(1, room), overflow="ellipsis")
     text.append_text(task)
     if flag:
         colour = p.error if failed else p.success if kind == "solved" else p.warning
         text.append(" " + flag, style=f"bold {colour}")
+    if badge:
+        text.append(" " + badge[0], style=f"bold {getattr(p, badge[1])}")
     return text
 
 
