@@ -6,7 +6,7 @@ import sys
 from typing import TextIO
 
 from tbconsole.advisories import Thresholds
-from tbconsole.common.formatting import format_clock
+from tbconsole.common.formatting import format_clock, format_duration
 from tbconsole.common.inert import inert_event
 from tbconsole.record import events as ev
 
@@ -81,7 +81,21 @@ class ProgressLog:
                 )
             case ev.StepMetrics():
                 parts = [f"{label} {event.metrics[key]:.4g}" for key, label in METRIC_LABELS if key in event.metrics]
+                stale = event.metrics.get("offpolicy/stale_token_share")
+                if stale:
+                    parts.append(f"stale tokens {stale:.0%}")
                 self._print(f"step {event.step} trained: " + ", ".join(parts))
+            case ev.GroupDropped():
+                self._print(
+                    f"step {event.step} group {event.group}: dropped, {_DROPPED.get(event.reason, event.reason)} "
+                    f"(sampled with update {_weights(event.weights)}, update {event.update} reached) — "
+                    f"{event.trials} trials, {format_duration(event.sandbox_seconds)} of sandbox time untrained"
+                )
+            case ev.OffPolicyLimit():
+                self._print(
+                    f"off-policy: max_steps_off_policy {event.max_steps_off_policy} from update {event.from_update}"
+                    + ("" if event.by == "config" else f" (lowered by {event.by})")
+                )
             case ev.CheckpointSaved():
                 self._print(f"checkpoint {event.name} at step {event.step}: {event.state_path}")
             case ev.ErrorRaised():
@@ -111,6 +125,17 @@ class ProgressLog:
             case ev.RunEnded():
                 message = f": {event.message}" if event.message else ""
                 self._print(f"run {event.status} at step {event.step}{message}")
+
+
+_DROPPED = {
+    "stale": "too stale for max_steps_off_policy",
+    "abandoned": "abandoned (the run stopped before an update took it)",
+    "unfinished": "unfinished (no update left to take it)",
+}
+
+
+def _weights(weights: list[int]) -> str:
+    return "?" if not weights else str(weights[0]) if len(weights) == 1 else f"{weights[0]}–{weights[-1]}"
 
 
 def _no_signal(rewards: list[float | None]) -> str:
