@@ -53,6 +53,8 @@ from tbconsole.ui.screens.find import FindScreen
 from tbconsole.ui.screens.help import HelpScreen
 from tbconsole.ui.screens.ledger import LedgerScreen
 from tbconsole.ui.screens.log import LogScreen
+from tbconsole.ui.screens.offpolicy_limit import OffPolicyLimitScreen
+from tbconsole.ui.screens.pipeline import PipelineScreen
 from tbconsole.ui.screens.tokens import TokenScreen
 from tbconsole.ui.screens.transcript import TranscriptScreen
 from tbconsole.ui.screens.weight import WeightScreen
@@ -265,6 +267,7 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
             ("v", AdvisoriesScreen, "advisories"),
             ("question_mark", HelpScreen, "help"),
             ("D", LedgerScreen, "ledger"),
+            ("P", PipelineScreen, "pipeline"),
         ):
             await pilot.press(key)
             await wait_for(pilot, lambda t=screen_type: isinstance(app.screen, t))
@@ -310,6 +313,10 @@ async def test_every_screen_shows_hostile_event_text_inertly(hostile_run, size):
             await wait_for(pilot, lambda s=screen: app.screen is s)
             await look(pilot, name, shows=MARK[:2])
             await back_to_main(pilot)
+        app.push_screen(OffPolicyLimitScreen(1))  # names no event text: drawn all the same
+        await wait_for(pilot, lambda: isinstance(app.screen, OffPolicyLimitScreen))
+        await look(pilot, "off-policy limit", shows="max_steps_off_policy")
+        await back_to_main(pilot)
         app.confirm_cancel_trial(trial)
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await look(pilot, "cancel trial", shows=MARK[:2])
