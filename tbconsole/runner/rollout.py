@@ -106,6 +106,8 @@ class RunContext:
     # Off-policy mode: a stop lets the run cancel the loop at the update boundary (groups in
     # flight are abandoned there), so a group at a closed batch gate waits instead of raising.
     stop_at_update: bool = False
+    # Off-policy mode: the updates applied so far (what an early end reports as its step).
+    updates: Callable[[], int] | None = None
 
     @property
     def folder(self) -> runfolder.RunFolder:

@@ -341,8 +341,7 @@ async def _drive(
         if not training.done():  # abort: cancel the trials in flight; captures/events stay
             training.cancel()
             await asyncio.gather(training, return_exceptions=True)
-            step = ctx.last_batch if ctx.last_batch is not None else start_batch
-            return RunResult(RunStatus.ABORTED, step, _aborted(stop_cause))
+            return RunResult(RunStatus.ABORTED, _reached(ctx, start_batch), _aborted(stop_cause))
         result = await _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch, stop_cause)
         if result.status == RunStatus.DONE:
             await final_evaluation(result.sampler_path)
@@ -434,6 +433,7 @@ def _off_policy(
     """The off-policy mode's wiring: stops at the update boundary, the latest weights per turn on
     a gateway serving only those, the live limit, and a resumed run's untrained groups."""
     ctx.stop_at_update = True
+    ctx.updates = lambda: weights.update
     trainer_logprobs.kept_batches = OFF_POLICY_KEPT_BATCHES
     if args.gateway.latest_weights_only:  # in-flight updates: the group's first sampler stops answering
         ctx.latest_sampler = weights.current
@@ -621,7 +621,7 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
         why = f" {stop_cause(RunStatus.STOPPED)}," if stop_cause(RunStatus.STOPPED) else ""
         return RunResult(RunStatus.STOPPED, batch, f"stopped{why} cleanly before batch {batch}")
     except TrialFailed as failure:
-        return RunResult(RunStatus.FAILED, ctx.last_batch if ctx.last_batch is not None else start_batch, str(failure))
+        return RunResult(RunStatus.FAILED, _reached(ctx, start_batch), str(failure))
     sampler_path = None
     if start_batch < end_batch:
         paths = await checkpoint_mgr.save_final_async(loop_state={"batch": end_batch})
@@ -631,12 +631,20 @@ async def _finish(training, checkpoint_mgr, control, ctx, start_batch, end_batch
     return RunResult(RunStatus.DONE, end_batch, None, sampler_path)
 
 
+def _reached(ctx: RunContext, start_batch: int) -> int:
+    """The step a run that ended early had reached: the updates applied where it is off-policy (its
+    batches drawn run ahead of them), else the newest batch begun."""
+    if ctx.updates is not None:
+        return ctx.updates()
+    return ctx.last_batch if ctx.last_batch is not None else start_batch
+
+
 def _failed_run(exc: Exception, ctx: RunContext, start_batch: int, publish) -> RunResult:
     """A failure outside the trials (a training call the gateway did not answer after the SDK's
     retries, a checkpoint that could not be written): one error event and a message that says
     what to do; the traceback goes to the run's logs.log only."""
     log_file = log_traceback(ctx.log_path, exc)
-    step = ctx.last_batch if ctx.last_batch is not None else start_batch
+    step = _reached(ctx, start_batch)
     reason = f"{type(exc).__name__}: {str(exc)[:500]}"
     if _is_connection_error(exc):
         hint = (
