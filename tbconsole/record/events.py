@@ -348,8 +348,10 @@ class StepMetrics(Event):
     @property
     def evaluation_only(self) -> bool:
         """A row of evaluation results alone (the final weights scored after the last step):
-        it reports on ``step`` updates but trains nothing."""
-        return bool(self.metrics) and all(k.startswith(("eval/", "test/")) for k in self.metrics)
+        it reports on ``step`` updates but trains nothing. The off-policy loop's evaluation rows
+        also carry the evaluation's timings (``time/…``)."""
+        evaluated = any(k.startswith(("eval/", "test/")) for k in self.metrics)
+        return evaluated and all(k.startswith(("eval/", "test/", "time/")) for k in self.metrics)
 
 
 @dataclass(frozen=True, kw_only=True)

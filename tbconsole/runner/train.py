@@ -286,8 +286,12 @@ async def _run(
         checkpoint_mgr=checkpoint_mgr,
     )
 
+    # The off-policy loop evaluates each new weights itself, the final ones too when their update
+    # falls on config.eval_every; the synchronous loops evaluate before a batch, never after the last.
+    evaluated_last = mode == TrainingMode.ASYNC and config.eval_every > 0 and end_batch % config.eval_every == 0
+
     async def final_evaluation(sampler_path: str | None) -> None:
-        if evaluators and config.eval_every > 0 and start_batch < end_batch:
+        if evaluators and config.eval_every > 0 and start_batch < end_batch and not evaluated_last:
             sampling_client = checkpoint_mgr.sampling_client_of(sampler_path) if sampler_path else None
             await _final_evaluation(
                 evaluators, sampling_client or clients.service, sampler_path, metrics.logger, end_batch, weights
@@ -299,6 +303,17 @@ async def _run(
             loop, ctx, checkpoint_mgr, stop_cause, start_batch, end_batch, final_evaluation, stop_between
         )
         book.close(DropReason.UNFINISHED if result.status == RunStatus.DONE else DropReason.ABANDONED)
+        if result.status == RunStatus.DONE and weights.update < end_batch:
+            # Off-policy, groups dropped as stale once every batch was drawn are not drawn again:
+            # the last updates never filled. Say so rather than claim the planned count.
+            result = RunResult(
+                RunStatus.DONE,
+                weights.update,
+                f"the data ran out after {weights.update} of {end_batch} updates: groups dropped as stale "
+                "after every batch was drawn are not drawn again (config.async_config.max_steps_off_policy; "
+                "group.dropped events)",
+                result.sampler_path,
+            )
     finally:
         for task in background:
             task.cancel()

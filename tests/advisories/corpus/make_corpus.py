@@ -52,6 +52,7 @@ from tbconsole.runner.replies import instruction_digest, read_replies, task_test
 
 # What the rules read of a metrics row (training.py, integrity.Tokens).
 METRICS = {KL, KL_BASE, ENTROPY, REWARD, TOKENS_PER_REPLY, "env/all/total_turns", "env/all/total_ob_tokens"}
+OFF_POLICY = "offpolicy/"  # the off-policy figures by staleness (training.Kl, training.OffPolicy)
 METRICS |= {"env/all/total_ac_tokens"}
 # Events no rule reads: dropped to keep the corpus small.
 DROP = {"log.line", "checkpoint.saved", "advisory.raised", "advisory.cleared", "control.changed"}
@@ -164,7 +165,7 @@ def main(src: str, dest: str, steps: str | None = None) -> None:
                 out.append(fact_line(AgentTimeout(trial=event.trial, seconds=seconds)))
         if isinstance(event, ev.StepMetrics):
             data = orjson.loads(raw)
-            data["metrics"] = {k: v for k, v in data["metrics"].items() if k in METRICS}
+            data["metrics"] = {k: v for k, v in data["metrics"].items() if k in METRICS or k.startswith(OFF_POLICY)}
             if not data["metrics"]:
                 continue
             out.append(orjson.dumps(data).decode())
