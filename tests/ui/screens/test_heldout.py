@@ -17,6 +17,10 @@ from tbconsole.record.events import (
     read_events,
 )
 from tbconsole.record.runfolder import RunFolder
+
+# Imported here, not in the test: importing the runner loads torch, whose CUDA discovery starts a
+# process (a unit test may not).
+from tbconsole.runner.heldout import _as_heldout
 from tbconsole.state import reduce_all
 from tbconsole.state.snapshot import decode as decode_snapshot
 from tbconsole.state.snapshot import encode as encode_snapshot
@@ -149,7 +153,6 @@ async def test_grid_row_and_enter_opens_a_heldout_transcript(tmp_path):
 
 def test_runner_wraps_the_heldout_groups_trial_events_and_passes_log_lines():
     from tbconsole.record.events import ErrorRaised, LogLine, ProxyRequest
-    from tbconsole.runner.heldout import _as_heldout
 
     out = []
     publish = _as_heldout(out.append, after_updates=4)
