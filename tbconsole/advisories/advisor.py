@@ -23,7 +23,7 @@ from tbconsole.advisories.limits import Limits
 from tbconsole.advisories.signal import NoSignal
 from tbconsole.advisories.stalls import PastTimeout, Stalled
 from tbconsole.advisories.thresholds import RULES, Thresholds
-from tbconsole.advisories.training import Entropy, Kl, ShrinkingReplies
+from tbconsole.advisories.training import Entropy, Kl, OffPolicy, ShrinkingReplies
 from tbconsole.record import events as ev
 from tbconsole.record.enums import LogLevel
 
@@ -33,6 +33,7 @@ RULE_CLASSES: tuple[type[Rule], ...] = (
     PastTimeout,
     Limits,
     Kl,
+    OffPolicy,
     Entropy,
     ShrinkingReplies,
     VerifierTouched,

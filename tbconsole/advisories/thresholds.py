@@ -17,6 +17,7 @@ RULES = (
     "past-timeout",
     "limits",
     "kl",
+    "off-policy",
     "entropy",
     "shrinking-replies",
     "verifier-touched",
@@ -63,6 +64,9 @@ class Thresholds:
     kl_max: float = _t(0.01, "sampler↔trainer KL, abs(optim/kl_sample_train_v1), above this")
     kl_base_max: float = _t(1.0, "policy↔base KL (kl_policy_base) above this, climbing, reward not rising …")
     kl_base_steps: int = _t(2, "… in each of this many steps in a row")
+    # off-policy: tokens sampled with older weights (config.async_config) that PPO's clip stops.
+    off_policy_clip_max: float = _t(0.2, "share of an update's stale tokens outside PPO's clip above this …")
+    off_policy_updates: int = _t(2, "… in each of this many updates in a row that trained stale tokens")
     # entropy: a trend beyond the run's own noise (a rank test), with the reward not rising.
     entropy_drop: float = _t(0.5, "median entropy of the last entropy_steps steps this share under the steps before")
     entropy_steps: int = _t(5, "steps in each of the two windows the entropy rule compares")
@@ -107,13 +111,21 @@ class Thresholds:
 DEFAULTS = Thresholds()
 DOCS = {f.name: f.metadata["doc"] for f in dataclasses.fields(Thresholds)}
 
-_SHARES = ("no_signal_share", "output_limit_rate", "cut_reply_rate", "context_overflow_rate", "agent_timeout_rate")
+_SHARES = (
+    "off_policy_clip_max",
+    "no_signal_share",
+    "output_limit_rate",
+    "cut_reply_rate",
+    "context_overflow_rate",
+    "agent_timeout_rate",
+)
 _FRACTIONS = ("entropy_drop", "hack_tokens_drop", "no_signal_p", "entropy_p")  # strictly between 0 and 1
 _COUNTS = (
     "no_signal_steps",
     "stall_min_peers",
     "entropy_steps",
     "kl_base_steps",
+    "off_policy_updates",
     "limit_steps",
     "hack_steps",
     "one_reply_steps",

@@ -19,6 +19,8 @@ KL = "optim/kl_sample_train_v1"
 # weights being trained (fresh), and the share of tokens sampled with older weights (stale).
 KL_FRESH = "offpolicy/kl_sample_train/fresh"
 STALE_SHARE = "offpolicy/stale_token_share"
+KL_STALE = "offpolicy/kl_sample_train/stale"
+CLIPPED_STALE = "offpolicy/clipped_share/stale"
 ENTROPY = "optim/entropy"
 REWARD = "env/all/reward/total"
 TOKENS_PER_REPLY = "env/all/ac_tokens_per_turn"
@@ -116,6 +118,43 @@ class Kl(MetricsRule):
             value=values[-1],
             step=step,
             metric=KL_BASE,
+        )
+
+
+class OffPolicy(MetricsRule):
+    """``off-policy`` (H0: the tokens an update trains that were sampled with older weights, in the
+    off-policy mode, still teach: PPO's clip passes nearly all of them, as it passes fresh ones):
+    the share of stale tokens outside the clip (``offpolicy/clipped_share/stale``) above
+    ``advise.off_policy_clip_max`` in each of the last ``advise.off_policy_updates`` updates that
+    trained stale tokens. One update's spike (a lucky group that moved the policy) is no trend. The
+    weights move too far between the sampling and the update for the learning rate: the stale
+    groups cost sandbox time and train little or nothing, or push the policy the wrong way."""
+
+    name = "off-policy"
+
+    def judge(self, step: int) -> None:
+        t = self.t
+        found = self.series(CLIPPED_STALE, t.off_policy_updates, step)
+        if not found or found[-1][0] != step:
+            return  # this update trained no stale tokens: nothing to judge
+        values = [v for _, v in found]
+        if len(values) < t.off_policy_updates or min(values) <= t.off_policy_clip_max:
+            self.release(self.name, f"update {step}: {values[-1]:.0%} of its stale tokens clipped")
+            return
+        kl = self.rows[step].get(KL_STALE)
+        self.warn(
+            message=(
+                f"update {step}: {values[-1]:.0%} of the tokens sampled with older weights fell outside PPO's clip "
+                f"(over {len(values)} updates, from {values[0]:.0%}"
+                + (f"; their sampler↔trainer KL {kl:.3g}" if kl is not None else "")
+                + ") — they train little; lower max_steps_off_policy (tbconsole control LOG_PATH "
+                "set_max_steps_off_policy N) or config.learning_rate"
+            ),
+            threshold=f"advise.off_policy_clip_max={t.off_policy_clip_max:g} "
+            f"for advise.off_policy_updates={t.off_policy_updates}",
+            value=values[-1],
+            step=step,
+            metric=CLIPPED_STALE,
         )
 
 

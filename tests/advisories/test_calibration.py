@@ -279,6 +279,15 @@ def recorded_truncation() -> list:
     return list(read_events(DEMO_RUN_EVENTS))
 
 
+def recorded_off_policy_lr_too_high() -> list:
+    """A recorded off-policy demo (config.async_config K=1) at 10x the demo's learning rate: each
+    update moves the policy so far that the tokens sampled one update before fall outside PPO's
+    clip (14%, 45%, 33%, then 85-99% of them), and the policy runs from its base (kl_policy_base
+    5.7 at update 2) with the reward at 0. The healthy off-policy recording at the demo's own rate
+    (healthy-async-1) stays at 0-4%."""
+    return load(CORPUS / "faulty-off-policy-lr-10x.jsonl.gz")
+
+
 # rule → (name of the faulty run, how it is made (from the first healthy recording), the severity
 # the rule must raise on it)
 FAULTS: list[tuple[str, str, Callable, int]] = [
@@ -293,6 +302,12 @@ FAULTS: list[tuple[str, str, Callable, int]] = [
     ("limits", "overflow", context_overflow, 2),
     ("kl", "kl-mismatch", kl_mismatch, 2),
     ("kl", "kl-blowup", kl_blowup, 2),
+    ("off-policy", "recorded-off-policy-lr-10x", lambda _: recorded_off_policy_lr_too_high(), 2),
+    # … and the collapse that follows: from update 2 no trial solves its task and replies run on to
+    # their max_tokens; those rules are right there too.
+    ("kl", "recorded-off-policy-lr-10x", lambda _: recorded_off_policy_lr_too_high(), 2),
+    ("no-signal", "recorded-off-policy-lr-10x", lambda _: recorded_off_policy_lr_too_high(), 3),
+    ("limits", "recorded-off-policy-lr-10x", lambda _: recorded_off_policy_lr_too_high(), 2),
     ("entropy", "entropy-collapse", entropy_collapse, 2),
     ("shrinking-replies", "shrinking-replies", reward_hacking, 2),
     ("verifier-touched", "recorded-verifier-hack", lambda _: recorded_verifier_hack(), 3),
