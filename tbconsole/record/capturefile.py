@@ -70,6 +70,7 @@ class CaptureRecord:
     echoed: int = 0
     restarted: bool = False
     reply: ReplyText | None = None  # None for lines written before text was recorded
+    weights: int | None = None  # the update whose weights sampled it (None: not recorded)
 
     @property
     def has_text(self) -> bool:
@@ -152,6 +153,7 @@ def decode_record(line: bytes | str) -> CaptureRecord:
         echoed=int(raw.get("echoed") or 0),
         restarted=bool(raw.get("restarted")),
         reply=reply_text(raw.get("reply")),
+        weights=weights if isinstance(weights := raw.get("weights"), int) and not isinstance(weights, bool) else None,
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tbconsole.proxy import read_capture
+from tbconsole.record.capturefile import read_records
 from tbconsole.record.enums import Decision, TrialPhase
 
 from tests_support.waiting import wait_until_async
@@ -184,3 +185,4 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         turns = read_capture(path)
         assert [t.turn for t in turns] == list(range(len(turns))), f"{path.name} mixes attempts"
         assert all(t.weights is not None for t in turns)
+        assert [r.weights for r in read_records(path)] == [t.weights for t in turns]  # as the console reads them
