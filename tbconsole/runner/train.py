@@ -408,7 +408,12 @@ async def _raising_group_errors(loop: Coroutine[Any, Any, None], ctx: RunContext
     if ctx.group_errors is None:
         return await loop
     training = asyncio.ensure_future(loop)
-    await asyncio.wait({training, ctx.group_errors}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        await asyncio.wait({training, ctx.group_errors}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # an abort, a stop between updates: the loop goes with us
+        training.cancel()
+        await asyncio.gather(training, return_exceptions=True)
+        raise
     if training.done():
         return training.result()
     training.cancel()

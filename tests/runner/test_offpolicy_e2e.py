@@ -142,6 +142,8 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         control.stop()
         stopped = await asyncio.wait_for(running, 240)
         bus.close()
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert left == [], f"the loop's tasks outlived the stopped run: {left}"
         first = events_of(log)
         assert stopped.status == "stopped", stopped
         updates_before = stopped.step
