@@ -73,8 +73,12 @@ async def test_a_run_waiting_for_a_decision_aborts_on_the_first_signal():
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigterm_mid_batch_stops_a_headless_run_cleanly_then_the_same_command_resumes(tmp_path, sandbox_root):
+    # Streaming minibatches (their groups run in tasks nobody awaits: the stop at the batch boundary
+    # reaches the loop's driver from one of them); a console's stop of a synchronous run is in
+    # test_detached, an off-policy stop in test_offpolicy_e2e.
     log = tmp_path / "run"
-    args = ["demo", "--headless", f"config.log_path={log}", *SMALL, "config.max_steps=3"]
+    stream = ["config.stream_minibatch_config.groups_per_batch=1", "config.stream_minibatch_config.num_minibatches=1"]
+    args = ["demo", "--headless", f"config.log_path={log}", *SMALL, *stream, "config.max_steps=3"]
     run = subprocess.Popen(
         [sys.executable, "-m", "tbconsole", *args],
         stdout=subprocess.PIPE,
