@@ -138,3 +138,29 @@ def test_badges_say_staleness_drop_and_wait():
     assert waiting and all(staleness_badge(g, mid) == ("wait", "muted") for g in waiting)
     sync = reduce_all(read_events(FIXTURES / "finished" / "events.jsonl"))
     assert all(staleness_badge(g, sync) is None for g in sync.groups.values())
+
+
+def test_the_sampler_and_trainer_compared_by_staleness():
+    from tbconsole.record.events import StepMetrics
+    from tbconsole.ui.screens.pipeline import mismatch_text
+    from tbconsole.ui.widgets.base import Palette
+
+    palette = Palette(*(["white"] * 9))
+
+    events = offpolicy_events()
+    assert mismatch_text(reduce_all(events), 100, palette).plain == ""  # no figures yet
+    ts = events[-1].ts
+    o = "offpolicy/"
+    first = {f"{o}stale_token_share": 1.0, f"{o}kl_sample_train/s1": 0.04, f"{o}clipped_share/s1": 0.04}
+    first |= {f"{o}kl_sample_train/stale": 0.04, f"{o}clipped_share/stale": 0.04}
+    second = {f"{o}stale_token_share": 0.5, f"{o}kl_sample_train/fresh": 1e-7, f"{o}clipped_share/fresh": 0.0}
+    second |= {f"{o}kl_sample_train/s0": 1e-7, f"{o}clipped_share/s0": 0.0, f"{o}kl_sample_train/s2": 0.151}
+    second |= {f"{o}clipped_share/s2": 0.45, f"{o}kl_sample_train/stale": 0.151, f"{o}clipped_share/stale": 0.45}
+    rows = [first, second]
+    more = [StepMetrics(ts=ts + k, step=100 + k, metrics=row) for k, row in enumerate(rows)]
+    text = mismatch_text(reduce_all(events + more), 100, palette).plain
+    assert "sampler vs trainer by staleness, update 101" in text
+    assert "stale tokens 50%" in text
+    assert "fresh KL 1e-07 · clipped 0%" in text and "s2 KL 0.151 · clipped 45%" in text
+    assert text.index("fresh") < text.index("s0") < text.index("s2") < text.index("stale KL")
+    assert text.endswith("newest last: 4% 45%")

@@ -140,3 +140,33 @@ def sparkline(values: list[int], top: int) -> str:
         return " " * len(values)
     last = len(SPARKS) - 1
     return "".join(SPARKS[0 if v <= 0 else max(1, min(last, round(v / top * last)))] for v in values)
+
+
+OFF_POLICY = "offpolicy/"
+MISMATCH_TREND = 8  # updates in the clipped-share trend
+
+
+@dataclass
+class Mismatch:
+    """The newest update's sampler-vs-trainer figures by staleness (``runner.trainer_logprobs``)."""
+
+    update: int
+    stale_share: float | None
+    rows: list[tuple[str, float | None, float | None]]  # (fresh | s{n} | stale, KL, clipped share)
+    clipped_trend: list[float]  # the stale tokens' clipped share, the newest updates, oldest first
+
+
+def mismatch(state: RunState) -> Mismatch | None:
+    """None until an update trained tokens sampled with older weights."""
+    share = state.metrics.get(f"{OFF_POLICY}stale_token_share")
+    if not share or share[-1][1] <= 0:
+        return None
+    update = share[-1][0]
+    latest = {k[len(OFF_POLICY) :]: v for k, v in state.metrics_latest.items() if k.startswith(OFF_POLICY)}
+    names = sorted(
+        {k.split("/", 1)[1] for k in latest if k.startswith("kl_sample_train/")},
+        key=lambda n: (n == "stale", n != "fresh", int(n[1:]) if n[1:].isdigit() else 0),
+    )
+    rows = [(n, latest.get(f"kl_sample_train/{n}"), latest.get(f"clipped_share/{n}")) for n in names]
+    trend = [v for _, v in state.metrics.get(f"{OFF_POLICY}clipped_share/stale", ())][-MISMATCH_TREND:]
+    return Mismatch(update, share[-1][1], rows, trend)

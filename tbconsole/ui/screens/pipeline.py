@@ -183,6 +183,28 @@ def dropped_text(state: RunState, f: pv.Flow, width: int, p: Palette) -> Text:
     return out
 
 
+def mismatch_text(state: RunState, width: int, p: Palette) -> Text:
+    """The trainer's and the sampler's log-probs compared by the tokens' staleness, as the newest
+    update's metrics row has them (``offpolicy/*``); empty where no update trained stale tokens."""
+    figures = pv.mismatch(state)
+    out = Text(no_wrap=True)
+    if figures is None:
+        return out
+    out.append(
+        f"── sampler vs trainer by staleness, update {figures.update} ".ljust(width - 1, "─") + "\n", style=p.muted
+    )
+    out.append(f"stale tokens {percent(figures.stale_share)}", style="bold")
+    for name, kl, clipped in figures.rows:
+        out.append("   ")
+        out.append(name, style=f"bold {p.warning if name not in ('fresh', 's0') else p.fg}")
+        out.append(f" KL {kl:.3g}" if kl is not None else " KL –", style=p.fg)
+        out.append(f" · clipped {percent(clipped)}", style=p.muted)
+    if figures.clipped_trend:
+        out.append("\nstale tokens outside PPO's clip, newest last: ", style=p.muted)
+        out.append(" ".join(percent(v) for v in figures.clipped_trend), style="bold")
+    return out
+
+
 class PipelineScreen(Screen[None]):
     DEFAULT_CSS = """
     PipelineScreen #phead { height: auto; max-height: 5; background: $panel; padding: 0 1; }
@@ -203,6 +225,7 @@ class PipelineScreen(Screen[None]):
         yield Static(id="planes")
         with VerticalScroll(id="pbody"):
             yield Static(id="pupdates")
+            yield Static(id="pmismatch")
             yield Static(id="pdropped")
         yield KeyFooter()
 
@@ -241,6 +264,10 @@ class PipelineScreen(Screen[None]):
         self.query_one("#paxis", Static).update(axis)
         self.query_one("#planes", Static).update(lanes_)
         self.query_one("#pupdates", Static).update(updates_text(state, f, width, p))
+        mismatch = mismatch_text(state, width, p)
+        shown = self.query_one("#pmismatch", Static)
+        shown.display = bool(mismatch.plain)  # only once an update trained stale tokens
+        shown.update(mismatch)
         self.query_one("#pdropped", Static).update(dropped_text(state, f, width, p))
 
     def action_lower_limit(self) -> None:
