@@ -133,3 +133,29 @@ class PublishingCheckpointManager(checkpoint_utils.CheckpointManager):
         if self._latest is not None and sampler_path.startswith(LATEST_PREFIX):
             return self._latest.create_sampling_client(sampler_path)
         return None
+
+
+async def serves_older_weights(training_client: Any) -> bool | None:
+    """Whether the gateway still samples from weights published before its newest (hosted Tinker
+    does; the Miles gateway refuses): weights are published twice, without a name (nothing is
+    trained or saved), and one token is sampled from the first. True or False as the gateway
+    answers; None when the probe itself failed another way (the configured behaviour stands)."""
+    import inspect
+
+    import tinker
+
+    try:
+        first = await training_client.save_weights_and_get_sampling_client_async()
+        await training_client.save_weights_and_get_sampling_client_async()
+    except Exception:  # noqa: BLE001 - the probe decides nothing on its own failure
+        return None
+    prompt = tinker.ModelInput.from_ints([1, 2])
+    params = tinker.SamplingParams(max_tokens=1)
+    try:
+        pending = first.sample(prompt=prompt, num_samples=1, sampling_params=params)
+        await (pending if inspect.isawaitable(pending) else pending.result_async())
+    except (tinker.RequestFailedError, tinker.BadRequestError, tinker.ConflictError, tinker.NotFoundError):
+        return False  # the gateway's own refusal of an older sampler
+    except Exception:  # noqa: BLE001 - a timeout, a connection error: not an answer
+        return None
+    return True

@@ -56,7 +56,8 @@ class GatewayOptions:
     outage_limit: float = 600.0
     # The gateway serves only its latest weights and expires nothing (the Miles gateway): the
     # checkpoints save the training state only, without a TTL, and each batch samples the latest
-    # weights published without a name (runner.checkpoints).
+    # weights published without a name (runner.checkpoints). Left unset, the run asks the gateway
+    # at its start (runner.checkpoints.serves_older_weights) and turns it on where it refuses.
     latest_weights_only: bool = False
 
 

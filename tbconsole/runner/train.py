@@ -43,7 +43,7 @@ from tbconsole.record.notify import Notifier
 from tbconsole.runner import expired, health
 from tbconsole.runner.admission import ADMISSION_KINDS, TaskAdmissions, task_families
 from tbconsole.runner.advise import AdvisoryWatcher
-from tbconsole.runner.checkpoints import LatestWeightsClient, PublishingCheckpointManager
+from tbconsole.runner.checkpoints import LatestWeightsClient, PublishingCheckpointManager, serves_older_weights
 from tbconsole.runner.crashlog import log_traceback
 from tbconsole.runner.dataset import HarborDataset
 from tbconsole.runner.expired import ExpiryTolerantTrainingClient
@@ -193,7 +193,8 @@ async def _run(
         RecordingTrainingClient(clients.training, trainer_logprobs), publish
     )
     # A gateway serving only its latest weights gets state-only checkpoints and unnamed samplers.
-    latest = LatestWeightsClient(training_client) if args.gateway.latest_weights_only else None
+    latest_only, latest_found = await _latest_weights_only(parsed, clients.training)
+    latest = LatestWeightsClient(training_client) if latest_only else None
     # Outermost: every sampler the loop creates says which update its weights come from.
     weights = PolicyWeights(start_batch, config.num_substeps, publish)
     training_client = VersioningTrainingClient(latest or training_client, weights)
@@ -235,8 +236,12 @@ async def _run(
     ctx.on_trial_created = advice.trial_created
     off_policy = None
     if mode == TrainingMode.ASYNC:
-        off_policy = _off_policy(ctx, config, args, book, weights, dataset, trainer_logprobs, start_batch, resume)
+        off_policy = _off_policy(
+            ctx, config, latest_only, book, weights, dataset, trainer_logprobs, start_batch, resume
+        )
     publish(_run_started(parsed, config, ctx.log_path, gateway.base_url, dataset, start_batch, end_batch))
+    if latest_found is not None:
+        publish(latest_found)
     if off_policy is not None:
         off_policy.announce()
     if resume:
@@ -421,6 +426,24 @@ async def _raising_group_errors(loop: Coroutine[Any, Any, None], ctx: RunContext
     raise ctx.group_errors.exception()  # type: ignore[misc]
 
 
+async def _latest_weights_only(parsed: ParsedArgs, training_client: Any) -> tuple[bool, LogLine | None]:
+    """gateway.latest_weights_only as given; left unset, the gateway is asked (publish twice,
+    sample the older): one that refuses would fail the run at its first named checkpoint, or
+    its off-policy groups at their first turn after an update. With what to tell, once found."""
+    configured = parsed.args.gateway.latest_weights_only
+    if "gateway.latest_weights_only" in parsed.explicit or configured:
+        return configured, None
+    if await serves_older_weights(training_client) is not False:
+        return False, None
+    found = LogLine(
+        level=LogLevel.WARNING,
+        message="the gateway refused to sample weights published before its newest: it serves only its latest "
+        "weights, so checkpoints save the training state only and every sampler is the latest weights "
+        "(gateway.latest_weights_only=true; give it either way to skip this check)",
+    )
+    return True, found
+
+
 def _account_for_abandoned(ctx: RunContext, start_batch: int) -> None:
     """Groups an earlier run left in flight without a word (it was killed) are dropped as abandoned
     now, with their sandbox time, so the ledger counts what they cost."""
@@ -442,7 +465,7 @@ def training_mode(config: rl_train.Config) -> TrainingMode:
 def _off_policy(
     ctx: RunContext,
     config: rl_train.Config,
-    args: Any,
+    latest_only: bool,
     book: GroupBook,
     weights: PolicyWeights,
     dataset: HarborDataset,
@@ -455,7 +478,7 @@ def _off_policy(
     ctx.stop_at_update = True
     ctx.updates = lambda: weights.update
     trainer_logprobs.kept_batches = OFF_POLICY_KEPT_BATCHES
-    if args.gateway.latest_weights_only:  # in-flight updates: the group's first sampler stops answering
+    if latest_only:  # in-flight updates: the group's first sampler stops answering
         ctx.latest_sampler = weights.current
     limit = LiveLimit(config.async_config, book, weights, ctx.publish)
     ctx.control.off_policy_limit = limit.lower

@@ -1,7 +1,8 @@
 """The off-policy mode (config.async_config, the cookbook's do_async_training) end to end, on the
 Miles gateway's contract (an engine process with --contract miles-next: it serves only its latest
-weights and refuses a sampler once newer weights are published): the whole runner, the demo's
-policy and agent, real Harbor trials in the local sandbox.
+weights and refuses a sampler once newer weights are published; the run finds that out itself,
+gateway.latest_weights_only left unset): the whole runner, the demo's policy and agent, real
+Harbor trials in the local sandbox.
 
 One run, in two processes' worth of lifetimes, meets what a day-long run meets: the engine killed
 while the first groups run (ridden out, nothing scored, nobody asked), a trial cancelled by hand
@@ -82,8 +83,7 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         "config.max_tokens=64",
         "config.eval_every=0",
         "config.kl_penalty_coef=0",
-        "gateway.latest_weights_only=true",
-        "gateway.outage_limit=60",
+        "gateway.outage_limit=60",  # gateway.latest_weights_only left unset: the run finds it out
         "config.async_config.max_steps_off_policy=1",
         "config.async_config.groups_per_batch=2",
     ]
@@ -164,6 +164,8 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
     events = events_of(log)
     starts = [i for i, e in enumerate(events) if e.kind == "run.started"]
     assert len(starts) == 2 and events[starts[1]].start_step == updates_before > 0
+    found = [e for e in events if e.kind == "log" and "serves only its latest weights" in e.message]
+    assert len(found) == 2  # each start asked the gateway, unset as the option was
 
     # Nothing infrastructure-caused scored: the scored trials all submitted; the cancelled one not.
     ended = [e for e in events if e.kind == "trial.ended"]
