@@ -2,7 +2,6 @@
 advisory (in events.jsonl and the progress log) from the run folder's free space before the run's
 writes fail."""
 
-import errno
 import json
 import os
 import subprocess
@@ -13,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tbconsole.record.events import read_events
-from tbconsole.runs import diskspace
+
+from tests_support.diskfill import fill_disk
 
 pytestmark = pytest.mark.e2e
 
@@ -26,27 +26,6 @@ SMALL = [
     "config.max_steps=1",
 ]
 FAILURES = ("proxy.capture_lost", "error.raised")
-
-
-def _fill(where: Path, leave: int) -> None:
-    """Another writer takes the filesystem's space, all but ``leave`` bytes (none left to take
-    when the run's own writes got there first: even a new file cannot be made then)."""
-    try:
-        handle = open(where / f"filler{time.monotonic_ns()}", "wb")
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            return
-        raise
-    with handle:
-        want = diskspace.free_bytes(where) - leave
-        chunk = 8 << 20
-        while want > 0:
-            try:
-                handle.write(bytes(min(chunk, want)))
-                handle.flush()
-            except OSError:
-                return
-            want -= min(chunk, want)
 
 
 def _events(log: Path) -> list:
@@ -70,12 +49,12 @@ def test_a_real_run_raises_the_disk_advisory_before_its_writes_fail(tmpfs):
         while not any(e.kind == "group.started" for e in _events(log)):
             assert run.poll() is None and time.monotonic() < deadline, "the run did not start a group"
             time.sleep(0.2)
-        _fill(disk, leave=40 << 20)  # under advise.disk_error_mib: the next check (5 s) sees it
+        fill_disk(disk, leave=40 << 20)  # under advise.disk_error_mib: the next check (5 s) sees it
         deadline = time.monotonic() + 60
         while not any(e.kind == "advisory.raised" and e.rule == "disk" for e in _events(log)):
             assert time.monotonic() < deadline, "no disk advisory within 60 s"
             time.sleep(0.2)
-        _fill(disk, leave=0)
+        fill_disk(disk, leave=0)
         out, _ = run.communicate(timeout=300)
     finally:
         if run.poll() is None:

@@ -6,7 +6,6 @@ only whole JSON lines, and the run's last events land thanks to the reserve."""
 import errno
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -24,25 +23,10 @@ from tbconsole.record.events import (
 )
 from tbconsole.record.runfolder import EVENTS_FILE
 from tbconsole.runner.progress import ProgressLog
-from tbconsole.runs import diskspace
+
+from tests_support.diskfill import fill_disk
 
 pytestmark = pytest.mark.e2e
-
-
-def fill(fs: Path, leave: int = 0) -> Path:
-    """Another writer takes the filesystem's space, all of it or all but ``leave`` bytes."""
-    filler = fs / f"filler{len(list(fs.glob('filler*')))}"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        target = diskspace.free_bytes(fs) - leave
-        written = 0
-        while written < target:
-            written += os.write(fd, bytes(min(1 << 16, target - written)))
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
 
 
 def whole_lines(path: Path) -> list[dict]:
@@ -89,7 +73,7 @@ def test_a_disk_that_fills_mid_stream(tmpfs, filled_by, capfd):
     for i in range(10):
         publish(request(i))
     if filled_by == "another writer":
-        fill(fs)
+        fill_disk(fs)
     for i in range(10, 3000):  # about 4 MiB of events: more than the whole filesystem
         publish(request(i))
     for event in FINAL:
@@ -121,7 +105,7 @@ def test_a_line_that_does_not_fit_is_cut_back_to_the_last_whole_line(tmpfs):
     bus = EventBus(fs / "run", on_write_error=errors.append)
     first = request(0)
     bus.publish(first)
-    fill(fs, leave=16 * 1024)
+    fill_disk(fs, leave=16 * 1024)
     bus.publish(request(1, text_bytes=1 << 20))  # bigger than what is free plus the reserve: short writes
     bus.publish(FINAL[-1])
     bus.close()
@@ -135,7 +119,8 @@ def test_a_line_that_does_not_fit_is_cut_back_to_the_last_whole_line(tmpfs):
 
 def test_a_bus_on_a_full_disk_reports_once_and_keeps_delivering(tmpfs, capfd):
     fs = tmpfs("1m")
-    filler = fill(fs)
+    filler = fill_disk(fs)
+    assert filler is not None
     errors, seen = [], []
     bus = EventBus(fs / "run", on_write_error=errors.append)  # decided: no raise, reported at first publish
     bus.subscribe(seen.append)
@@ -164,7 +149,7 @@ def test_a_bus_on_a_full_disk_reports_once_and_keeps_delivering(tmpfs, capfd):
 
 def test_the_callback_may_publish_and_may_raise(tmpfs):
     fs = tmpfs("1m")
-    fill(fs)
+    fill_disk(fs)
     seen, calls = [], []
 
     def on_write_error(exc):
@@ -183,7 +168,7 @@ def test_the_callback_may_publish_and_may_raise(tmpfs):
 
 def test_the_progress_log_survives_a_full_stdout(tmpfs):
     fs = tmpfs("1m")
-    fill(fs)
+    fill_disk(fs)
     out = open(fs / "stdout.log", "w")
     log = ProgressLog(out)
     for event in FINAL:

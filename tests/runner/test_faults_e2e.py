@@ -16,8 +16,8 @@ from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.proxy import read_capture
 from tbconsole.record.events import read_events
 
+from tests_support.diskfill import fill_disk
 from tests_support.healthz import healthz_server
-from tests_support.prereqs import missing
 
 pytestmark = pytest.mark.e2e
 
@@ -241,40 +241,6 @@ def test_usage_errors_come_before_the_gateway_probe_then_a_dead_gateway_is_one_m
     assert not (tmp_path / "run").exists()
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mount a tmpfs of the given size on a fresh folder (unmounted at teardown)."""
-    mounted = []
-
-    def mount(size: str) -> Path:
-        where = tmp_path / f"disk{len(mounted)}"
-        where.mkdir()
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]).returncode:
-            missing("cannot mount a tmpfs here", "Run the tests as root.")
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in mounted:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def _fill(disk: Path) -> None:
-    """Take every free block of ``disk``."""
-    with open(disk / "filler", "wb") as handle:
-        chunk = 8 << 20
-        offset = 0
-        while True:
-            try:
-                os.posix_fallocate(handle.fileno(), offset, chunk)
-            except OSError:
-                if chunk <= 4096:
-                    return
-                chunk //= 2
-                continue
-            offset += chunk
-
-
 @pytest.mark.root
 def test_a_full_disk_at_start_is_refused_with_what_is_free_and_needed(tmp_path, tmpfs):
     disk = tmpfs("2m")
@@ -299,7 +265,7 @@ def test_a_disk_that_fills_mid_run_stops_it_with_one_message_and_whole_events(tm
     run = _tbconsole("demo", "--headless", f"config.log_path={log}", *SMALL, env=_env())
     try:
         _wait_for(log, "group.started", run)
-        _fill(disk)
+        fill_disk(disk)
         out, _ = run.communicate(timeout=300)
     finally:
         if run.poll() is None:
