@@ -59,7 +59,12 @@ stale and run again runs the same trials, as long as before.
 Projection: ``pipeline_model.simulate`` at the recipe's size (4 groups x 8 trials, 4 at a time
 per group, the full-scale durations, a 90 s training step).
 
-Target: async K=1 reaches >= 1.8x sync's trained updates per hour on this machine.
+Spread: a few updates are mostly the pipeline's start and end, so one draw's gain says little
+alone (at the default size K=1's ranges over about 1.3-3.4x from seed to seed). The model on 20
+other seeds of the bench's size, and on a long run of it (100 updates), shows where the draw sits.
+
+Target: async K=1 reaches >= 1.8x sync's trained updates per hour on this machine: PASS only
+where both the measured draw and the long run's modelled median reach it.
 """
 
 from __future__ import annotations
@@ -79,7 +84,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbconsole.bench.pipeline_model import SOURCE, Durations, Shape, SimResult, project, simulate, trial_duration
+from tbconsole.bench.pipeline_model import (
+    SOURCE,
+    Durations,
+    Shape,
+    SimResult,
+    project,
+    simulate,
+    spread,
+    trial_duration,
+)
 from tbconsole.common.procgroup import kill_group
 from tbconsole.record.events import (
     BatchEnded,
@@ -95,6 +109,7 @@ from tbconsole.record.events import (
 )
 
 TARGET = 1.8  # async K=1 over sync, trained updates per hour
+LONG_RUN_UPDATES = 100  # a long run, for the model: start and end no longer count
 DURATIONS_ENV = "PIPELINE_DURATIONS_FILE"  # the agent's table: {task: [seconds per trial index]}
 REWARD = "env/all/reward/total"
 _TRIAL = re.compile(r"^(?P<task>.+)\.s\d+g\d+t(?P<k>\d+)(?:-r\d+)?$")
@@ -584,10 +599,32 @@ def run(args: argparse.Namespace) -> int:
     print()
     print("\n".join(projection_lines(project(plan.durations, shape, seed=plan.seed), plan.durations, shape)))
     async1 = next((f for f in results if f.mode == "async K=1"), None)
-    if sync is None or async1 is None:
+    if sync is None or async1 is None or not sync.training_s:
         print("\ntarget: needs sync and async1 among --modes")
         return 0
+    draws, long_run = spread_lines(plan, statistics.fmean(sync.training_s))
+    print()
+    print("\n".join(draws))
     gain = async1.updates_per_hour / sync.updates_per_hour if sync.updates_per_hour else float("nan")
-    verdict = "PASS" if gain >= TARGET else "FAIL"
-    print(f"\ntarget: async K=1 >= {TARGET}x sync's trained updates per hour on this machine: {gain:.2f}x {verdict}")
+    verdict = "PASS" if gain >= TARGET and long_run >= TARGET else "FAIL"
+    print(
+        f"\ntarget: async K=1 >= {TARGET}x sync's trained updates per hour on this machine: {gain:.2f}x measured, "
+        f"{long_run:.2f}x in the long run of this size (modelled): {verdict}"
+    )
     return 0 if verdict == "PASS" else 1
+
+
+def spread_lines(plan: Plan, train_s: float) -> tuple[list[str], float]:
+    """How much one measured draw tells: the model on other draws of the bench's own size, and
+    on a long run of it (K=1's median gain returned). A few updates are mostly start and end."""
+    shape = Shape(plan.groups, plan.group_size, plan.parallel, train_s)
+    short = spread(plan.durations, shape, plan.updates, plan.scale)
+    long = spread(plan.durations, shape, LONG_RUN_UPDATES, plan.scale)
+    k1 = next(s for s in long if s.k == 1)
+    return [
+        f"one draw of {plan.updates} updates is one of many (the model, training {train_s:.1f} s, "
+        f"{len(short[0].ratios)} other seeds): "
+        + ", ".join(f"{s.describe()}, {s.share_at_least(TARGET):.0%} of draws >= {TARGET}x" for s in short),
+        f"in the long run ({LONG_RUN_UPDATES} updates of this size, the same seeds): "
+        + ", ".join(s.describe() for s in long),
+    ], k1.median

@@ -237,3 +237,41 @@ def project(
         for g in range(updates * shape.groups)
     ]
     return [simulate("sync", groups, shape, updates)] + [simulate("async", groups, shape, updates, k) for k in ks]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Off-policy K's gain over sync (updates per hour) on ``seeds`` draws of the same size:
+    how far one measured draw can sit from another, and from the long run."""
+
+    k: int
+    updates: int
+    ratios: tuple[float, ...]  # sorted, one per seed
+
+    @property
+    def median(self) -> float:
+        n = len(self.ratios)
+        return (self.ratios[(n - 1) // 2] + self.ratios[n // 2]) / 2
+
+    def share_at_least(self, target: float) -> float:
+        return sum(r >= target for r in self.ratios) / len(self.ratios)
+
+    def describe(self) -> str:
+        return f"K={self.k} {self.ratios[0]:.2f}-{self.ratios[-1]:.2f}x (median {self.median:.2f}x)"
+
+
+def spread(
+    durations: Durations, shape: Shape, updates: int, scale: float = 1.0, seeds: int = 20, ks: tuple[int, ...] = (1, 2)
+) -> list[Spread]:
+    """``simulate`` sync and async K on ``seeds`` draws of ``updates x shape.groups`` groups
+    (seeds 1000 and up, apart from a bench's own), each K's ratios to sync sorted."""
+    ratios: dict[int, list[float]] = {k: [] for k in ks}
+    for seed in range(1000, 1000 + seeds):
+        groups = [
+            [trial_duration(seed, f"task-{g:05d}", j, durations, scale) for j in range(shape.group_size)]
+            for g in range(updates * shape.groups)
+        ]
+        base = simulate("sync", groups, shape, updates).updates_per_hour
+        for k in ks:
+            ratios[k].append(simulate("async", groups, shape, updates, k).updates_per_hour / base)
+    return [Spread(k, updates, tuple(sorted(ratios[k]))) for k in ks]

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tbconsole.bench import pipeline
-from tbconsole.bench.pipeline_model import Durations, Shape, group_trials, project, simulate, trial_duration
+from tbconsole.bench.pipeline_model import Durations, Shape, group_trials, project, simulate, spread, trial_duration
 from tbconsole.harbor.taskset import CONFIG_FILE
 from tbconsole.record.events import (
     BatchEnded,
@@ -222,3 +222,23 @@ def test_the_model_on_the_benchs_own_trials():
     # train at 2..3, then d and a (one update behind: allowed) at 9..10: 10 s, 12 / 10 = 1.2x
     assert line.startswith("the model on these trials (training 1.0 s")
     assert "sync 2 updates 1.00x" in line and "async K=1 2 updates 1.20x" in line
+
+
+def test_the_spread_of_short_draws_is_wider_than_the_long_runs():
+    """A few updates are mostly start and end: their gains scatter around the long run's."""
+    shape = Shape(groups=4, group_size=2, parallel=2, train_s=1.2)
+    short = {s.k: s for s in spread(Durations(), shape, updates=4, scale=1 / 120, seeds=12)}
+    long = {s.k: s for s in spread(Durations(), shape, updates=60, scale=1 / 120, seeds=12)}
+    for k in (1, 2):
+        assert list(short[k].ratios) == sorted(short[k].ratios) and len(short[k].ratios) == 12
+        width = lambda s: s.ratios[-1] - s.ratios[0]  # noqa: E731
+        assert width(short[k]) > 2 * width(long[k])
+    # K=1 pays for the heavy tail in drops: a long run gains less than K=2 does.
+    assert long[1].median < long[2].median
+    assert 0 <= long[1].share_at_least(1.0) <= 1 and short[1].share_at_least(0.0) == 1.0
+
+
+def test_the_verdict_reads_the_long_run_beside_the_draw():
+    lines, long_run = pipeline.spread_lines(pipeline.Plan(), train_s=1.2)
+    assert len(lines) == 2 and "of draws >= 1.8x" in lines[0] and "100 updates" in lines[1]
+    assert f"median {long_run:.2f}x" in lines[1]
