@@ -4,8 +4,9 @@ weights and refuses a sampler once newer weights are published; the run finds th
 gateway.latest_weights_only left unset): the whole runner, the demo's policy and agent, real
 Harbor trials in the local sandbox.
 
-One run, in two processes' worth of lifetimes, meets what a day-long run meets: the engine killed
-while the first groups run (ridden out, nothing scored, nobody asked), a trial cancelled by hand
+One run, in two processes' worth of lifetimes, meets what a day-long run meets: a pause and the
+engine killed while the first groups run (the outage ridden out, nothing scored, nobody asked; the
+groups in flight finish and train while the next batch waits at its gate), a trial cancelled by hand
 and its group retried by decision, a clean stop with groups in flight (abandoned, with what they
 cost), then the same command resumed to the end. Throughout: no infrastructure failure is scored,
 no capture file holds two attempts, no group trains twice, each update trains once, and no turn
@@ -101,6 +102,7 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
 
         await wait_until_async(lambda: alive() and any(e.kind == "group.started" for e in events_of(log)),
                                "a group started", timeout=180)  # fmt: skip
+        control.pause()  # the first batch's groups finish and train; the next batch's wait at its gate
         engine.send_signal(signal.SIGKILL)
         engine.wait()
         await wait_until_async(
@@ -110,8 +112,15 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         )  # fmt: skip
         assert [e for e in events_of(log) if e.kind == "trial.ended" and e.scored] == [], "scored on a dead engine"
         engine = await asyncio.to_thread(start_engine, port, data)
-        await wait_until_async(lambda: alive() and any(e.kind == "batch.ended" for e in events_of(log)),
-                               "the first update trained", timeout=240)  # fmt: skip
+        await wait_until_async(
+            lambda: alive() and control.state == "paused" and any(e.kind == "batch.ended" for e in events_of(log)),
+            "paused, with the groups in flight at the pause trained", timeout=240,
+        )  # fmt: skip
+        paused = events_of(log)
+        held_at = max(i for i, e in enumerate(paused) if e.kind == "control.changed" and e.state == "paused")
+        assert not [e for e in paused[held_at:] if e.kind == "group.started"], "a group started while paused"
+        assert {e.step for e in paused if e.kind == "group.started"} == {0}, "the next batch passed its gate"
+        control.resume()
 
         # A trial of a group in flight, cancelled by hand: its group needs a decision; retry it.
         cancelled = None
