@@ -17,6 +17,7 @@ sampling client is handed to the loop under a placeholder path that names no che
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tinker_cookbook import checkpoint_utils
@@ -151,6 +152,9 @@ async def serves_older_weights(training_client: Any) -> bool | None:
         return None
     prompt = tinker.ModelInput.from_ints([1, 2])
     params = tinker.SamplingParams(max_tokens=1)
+    # The refusal is the answer asked for: the SDK would log it as an ERROR on the run's console.
+    sdk_log = logging.getLogger(SDK_RETRY_LOGGER)
+    sdk_log.addFilter(_refusal_expected)
     try:
         pending = first.sample(prompt=prompt, num_samples=1, sampling_params=params)
         await (pending if inspect.isawaitable(pending) else pending.result_async())
@@ -158,4 +162,14 @@ async def serves_older_weights(training_client: Any) -> bool | None:
         return False  # the gateway's own refusal of an older sampler
     except Exception:  # noqa: BLE001 - a timeout, a connection error: not an answer
         return None
+    finally:
+        sdk_log.removeFilter(_refusal_expected)
     return True
+
+
+SDK_RETRY_LOGGER = "tinker.lib.retry_handler"
+
+
+def _refusal_expected(record: logging.LogRecord) -> bool:
+    """Drops the SDK's report of a non-retryable refusal (the probe's expected answer)."""
+    return "non-retryable" not in record.getMessage()

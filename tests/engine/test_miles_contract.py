@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -511,3 +512,13 @@ def test_the_cli_runs_miles_next_starting_with_expiring_futures(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_the_runs_probe_finds_latest_weights_only_without_an_sdk_error_on_the_console(miles_next, caplog):
+    from tbconsole.runner.checkpoints import serves_older_weights
+
+    sc = tinker.ServiceClient(base_url=miles_next.base_url, api_key=miles_next.api_key)
+    tc = await sc.create_lora_training_client_async(base_model=DEFAULT_MODEL, rank=4)
+    with caplog.at_level(logging.INFO, logger="tinker"):
+        assert await serves_older_weights(tc) is False
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
