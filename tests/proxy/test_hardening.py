@@ -110,7 +110,10 @@ async def test_requests_that_are_not_http_are_refused_without_a_traceback(harnes
         await writer.drain()
         assert (await reader.read(1000)).startswith(b"HTTP/1.0 400 Bad Request"), raw[:40]
         writer.close()
-    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    # The proxy's and aiohttp's records only: a tinker client another test left behind may log its
+    # own heartbeat's connection error here, which says nothing about these requests.
+    ours = [r for r in caplog.records if r.name.split(".")[0] in ("tbconsole", "aiohttp")]
+    assert not [r for r in ours if r.exc_info], caplog.text
     assert caplog.text.count("refused a malformed HTTP request") == 5
     code, _, _ = await post(session, cred, OPENAI, json.dumps(HI).encode())
     assert code == 200

@@ -8,12 +8,14 @@ import shutil
 
 import pytest
 
+from tbconsole.record.enums import SpanKind
 from tbconsole.record.events import StepMetrics, TrialEnded, read_events
 from tbconsole.record.runfolder import RunFolder
 from tbconsole.ui.app import ConsoleApp
 from tbconsole.ui.data.source import Replay, TailSource
 from tbconsole.ui.screens.main import MainScreen
-from tbconsole.ui.screens.timeline import TimelineScreen
+from tbconsole.ui.screens.timeline import TimelineScreen, rows_text
+from tbconsole.ui.widgets.base import palette_of
 
 from tests_support.paths import FIXTURES
 from tests_support.ui import rendered, wait_for
@@ -62,13 +64,22 @@ async def test_timeline_of_a_real_run(demo_run):
         for name in ("environment", "agent setup", "sampling", "verifier", "training"):
             assert name in shown["wlegend"]
         lines = shown["wrows"].splitlines()
+        # A cell shows what took most of its time: a model call or a verifier run is sure to own one
+        # only where it lasts two cells (a short one on a loaded machine sits inside agent time).
+        _, axis, _ = rows_text(screen.timeline, max(40, screen.size.width - 3), palette_of(app))
+        solid = (SpanKind.SAMPLING, SpanKind.VERIFYING)
+        by_trial = {r.trial: r for r in screen.timeline.trials}
         for e in ended:
             if e.step != steps[-1]:
                 continue
             index = next(g.trials.index(e.trial) for g in app.state.batch_groups(e.step) if e.trial in g.trials)
             label = f"g{e.group}·t{index + 1}"
             row = next(line for line in lines if line.startswith(label + " "))
-            assert ("✓" if (e.reward or 0) >= 1 else "✗") in row and "█" in row  # its outcome; sampling drawn
+            assert ("✓" if (e.reward or 0) >= 1 else "✗") in row  # its outcome
+            model = by_trial[e.trial]
+            assert model.calls, "its model calls are on the timeline"
+            long = [s for s in model.spans + model.calls if s.kind in solid and s.end - s.start >= 2 * axis.per_cell]
+            assert "█" in row or not long, row
         spans = RunFolder(demo_run).timing_spans.exists()
         assert ("from the cookbook's timing spans" if spans else "training, from events") in shown["wrows"]
         assert any(line.startswith("train step" if spans else "training ") for line in lines)
