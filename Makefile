@@ -9,6 +9,10 @@
 PY := .venv/bin/python
 BIN := .venv/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
+# mypy's incremental cache outside the checkout, as pip keeps its wheels: a fresh clone at the same
+# place checks in about a second instead of half a minute (mypy compares each file's hash, so a
+# changed file is checked again whatever its cache says).
+export MYPY_CACHE_DIR ?= $(HOME)/.cache/tbconsole/mypy
 
 .PHONY: setup agents demo lint docs test
 setup:
