@@ -8,6 +8,8 @@ from tbconsole.state import TrialState
 FAIL_WORDS = ("fail", "failed")
 ERROR_WORDS = ("error", "errors")
 OK_WORDS = ("ok", "solved")
+STALE_WORD = "stale"  # trained with weights older than the update that trained it; stale=N exactly N
+FRESH_WORD = "fresh"  # trained with the weights of the update that trained it
 
 
 def did_not_submit(trial: TrialState) -> bool:
@@ -19,7 +21,9 @@ def trial_matches(trial: TrialState, query: str) -> bool:
     """Every word must match: the task, the outcome, the phase, the trial id or the exception
     (substrings), or one of ``ok``/``solved`` (reward ≥ 1), ``fail``/``failed`` (no submission:
     a limit, an error or cancelled), ``error``/``errors`` (not scored: an error outcome or cancelled
-    with its group), ``cancelled``, ``reward=1``."""
+    with its group), ``cancelled``, ``reward=1``, ``stale`` (trained on weights at least one update
+    old: off-policy), ``stale=2`` (exactly two), ``fresh`` (trained on-policy). A trial no update
+    has trained yet is neither stale nor fresh."""
     words = query.lower().split()
     if not words:
         return True
@@ -43,6 +47,9 @@ def trial_matches(trial: TrialState, query: str) -> bool:
                     return False
             except ValueError:
                 return False
+        elif word == STALE_WORD or word == FRESH_WORD or word.startswith(STALE_WORD + "="):
+            if not _staleness_matches(trial.staleness, word):
+                return False
         elif word in FAIL_WORDS:
             if not did_not_submit(trial):
                 return False
@@ -55,3 +62,16 @@ def trial_matches(trial: TrialState, query: str) -> bool:
         elif word not in hay:
             return False
     return True
+
+
+def _staleness_matches(staleness: int | None, word: str) -> bool:
+    if staleness is None:
+        return False
+    if word == FRESH_WORD:
+        return staleness == 0
+    if word == STALE_WORD:
+        return staleness >= 1
+    try:
+        return staleness == int(word[len(STALE_WORD) + 1 :])
+    except ValueError:
+        return False

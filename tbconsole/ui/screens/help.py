@@ -50,7 +50,7 @@ KEYS = [
     (
         "/",
         "filter trials: words match task, outcome, phase; also ok, fail (no submission), "
-        "error (not scored), cancelled, reward=1",
+        "error (not scored), cancelled, reward=1, stale (off-policy), stale=2, fresh",
     ),
     ("c", "(transcript) colour captured tokens by logprob"),
     ("end", "(transcript) follow the bottom again"),

@@ -3,7 +3,7 @@
 import pytest
 
 from tbconsole.record.enums import TrialOutcome
-from tbconsole.record.events import GroupEnded, GroupStarted, TrialEnded
+from tbconsole.record.events import GroupEnded, GroupStarted, GroupTrained, TrialEnded
 from tbconsole.state import RunState, reduce, reduce_all
 from tbconsole.synthetic.run import synthetic_run
 from tbconsole.ui.present.filters import trial_matches
@@ -55,3 +55,25 @@ def test_fail_filter_follows_every_outcome(outcome):
         assert trial_matches(sibling, "cancelled")
         # Only a trial cancelled by the user (x) reads as cancelled itself.
         assert trial_matches(state.trials["t"], "cancelled") is (outcome == TrialOutcome.CANCELLED)
+
+
+def test_stale_and_fresh_follow_the_update_that_trained_each_group():
+    """`/stale` finds the trials an off-policy update trained on older weights, `/stale=N` those
+    exactly N updates old, `/fresh` the on-policy ones; a trial not yet trained is neither."""
+    state = RunState()
+    for group, task in enumerate(("a", "b", "c")):
+        reduce(
+            state, GroupStarted(step=0, group=group, task=task, trials=[f"{task}0", f"{task}1"], proxy_url="http://p")
+        )
+    reduce(state, GroupTrained(step=0, group=0, update=0, weights=[0]))
+    reduce(state, GroupTrained(step=0, group=1, update=2, weights=[0, 1]))  # a trial ran across an update
+    trials = state.trials
+
+    def matching(query):
+        return sorted(t for t in trials if trial_matches(trials[t], query))
+
+    assert matching("fresh") == ["a0", "a1"]
+    assert matching("stale") == matching("stale=2") == ["b0", "b1"]
+    assert matching("stale=1") == matching("stale=x") == []
+    assert matching("stale b1") == ["b1"]
+    assert "c0" not in matching("fresh") + matching("stale")
