@@ -37,7 +37,10 @@ def sampling_client(engine):
     from tbconsole.engine import DEFAULT_MODEL
 
     service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
-    return service.create_sampling_client(base_model=DEFAULT_MODEL).result()
+    yield service.create_sampling_client(base_model=DEFAULT_MODEL).result()
+    # Closed before the engine stops: left open, its session's heartbeat goes on failing against
+    # the dead port for the rest of the test session, in every later test's log.
+    service.close("success").result()
 
 
 async def test_openai_responses_and_anthropic_clients_through_the_engine(engine_renderer, sampling_client, tmp_path):
