@@ -514,6 +514,7 @@ def test_the_cli_runs_miles_next_starting_with_expiring_futures(tmp_path):
             proc.wait()
 
 
+@pytest.mark.e2e
 async def test_the_runs_probe_finds_latest_weights_only_without_an_sdk_error_on_the_console(miles_next, caplog):
     from tbconsole.runner.checkpoints import serves_older_weights
 
