@@ -1,6 +1,10 @@
 """A real demo run whose folder's filesystem fills up: the runner's own watcher raises the disk
 advisory (in events.jsonl and the progress log) from the run folder's free space before the run's
-writes fail."""
+writes fail.
+
+The watcher samples the free space every 5 s and a one-step run of this size ends about 6 s after
+its group starts, so the run is asked to pause after its first batch: it stays alive (its watcher
+with it) however the filling and the checks fall, and goes on once the advisory was seen."""
 
 import json
 import os
@@ -11,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tbconsole.record.control import ControlClient
 from tbconsole.record.events import read_events
 
 from tests_support.diskfill import fill_disk
@@ -23,7 +28,7 @@ SMALL = [
     "config.max_tokens=64",
     "config.eval_every=0",
     "config.kl_penalty_coef=0",  # no reference model to load and score against: KL is not under test here
-    "config.max_steps=1",
+    "config.max_steps=2",
 ]
 FAILURES = ("proxy.capture_lost", "error.raised")
 
@@ -49,11 +54,14 @@ def test_a_real_run_raises_the_disk_advisory_before_its_writes_fail(tmpfs):
         while not any(e.kind == "group.started" for e in _events(log)):
             assert run.poll() is None and time.monotonic() < deadline, "the run did not start a group"
             time.sleep(0.2)
+        ControlClient(log).send("pause")  # the run waits after its first batch: alive until resumed
         fill_disk(disk, leave=40 << 20)  # under advise.disk_error_mib: the next check (5 s) sees it
         deadline = time.monotonic() + 60
         while not any(e.kind == "advisory.raised" and e.rule == "disk" for e in _events(log)):
+            assert run.poll() is None, "the run ended before its disk advisory: " + run.communicate()[0][-3000:]
             assert time.monotonic() < deadline, "no disk advisory within 60 s"
             time.sleep(0.2)
+        ControlClient(log).send("resume")  # while a command file still fits
         fill_disk(disk, leave=0)
         out, _ = run.communicate(timeout=300)
     finally:
