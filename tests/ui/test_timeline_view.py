@@ -66,7 +66,7 @@ async def test_timeline_of_a_real_run(demo_run):
         lines = shown["wrows"].splitlines()
         # A cell shows what took most of its time: a model call or a verifier run is sure to own one
         # only where it lasts two cells (a short one on a loaded machine sits inside agent time).
-        _, axis, _ = rows_text(screen.timeline, max(40, screen.size.width - 3), palette_of(app))
+        _, axis, _ = rows_text(screen.timeline, screen.rows_width, palette_of(app))
         solid = (SpanKind.SAMPLING, SpanKind.VERIFYING)
         by_trial = {r.trial: r for r in screen.timeline.trials}
         for e in ended:

@@ -47,7 +47,7 @@ def trial_matches(trial: TrialState, query: str) -> bool:
                     return False
             except ValueError:
                 return False
-        elif word == STALE_WORD or word == FRESH_WORD or word.startswith(STALE_WORD + "="):
+        elif word in (STALE_WORD, FRESH_WORD) or word.startswith(STALE_WORD + "="):
             if not _staleness_matches(trial.staleness, word):
                 return False
         elif word in FAIL_WORDS:

@@ -323,6 +323,11 @@ class TimelineScreen(Screen[None]):
 
     # -- drawing ---------------------------------------------------------------------------------
 
+    @property
+    def rows_width(self) -> int:
+        """The columns the rows are drawn in: the screen less its padding and the scrollbar."""
+        return max(40, self.size.width - 3)
+
     def on_resize(self) -> None:
         self.draw()
 
@@ -333,7 +338,7 @@ class TimelineScreen(Screen[None]):
         tl = self.timeline
         self.query_one("#whead", Static).update(heading(tl, self.step, self.steps, self.live, p))
         self.query_one("#wlegend", Static).update(legend(p))
-        width = max(40, self.size.width - 3)  # the padding and the scrollbar
+        width = self.rows_width
         if tl is None:
             self.query_one("#waxis", Static).update("")
             self.query_one("#wrows", Static).update("")
