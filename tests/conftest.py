@@ -12,7 +12,7 @@ import pytest
 from tbconsole.common import offline
 from tbconsole.record.events import read_events
 
-from tests_support.paths import FIXTURES, SHARED
+from tests_support.paths import FIXTURES, TB2_SAMPLE
 from tests_support.prereqs import IN_CI, missing
 from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
@@ -206,13 +206,13 @@ def sandbox_root() -> Path:
 
 @pytest.fixture
 def tb2_sample() -> Path:
-    path = SHARED / "tb2-sample"
-    if not path.is_dir():
+    if not TB2_SAMPLE.is_dir():
         missing(
-            f"no Terminal-Bench 2 sample at {path}",
-            "Put the project's shared/ folder (with tb2-sample/) beside the repository checkout.",
+            f"no Terminal-Bench 2 sample at {TB2_SAMPLE}",
+            "Put the project's shared/ folder (with tb2-sample/) beside the repository checkout, "
+            "or name it: TBCONSOLE_SHARED=/path/to/shared.",
         )
-    return path
+    return TB2_SAMPLE
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -18,7 +18,6 @@ from tbconsole.record.events import BatchStarted, EventBus, GroupEnded, GroupSta
 from tbconsole.runner.admission import LedgerOptions, TaskAdmissions, task_families
 from tbconsole.runner.schedule import Change, Schedule, round_robin
 
-from tests_support.paths import SHARED
 from tests_support.trials import make_task
 
 pytestmark = pytest.mark.e2e
@@ -116,8 +115,8 @@ def test_the_policy_skips_a_streak_and_brings_it_back_for_one_recheck():
     assert (published[-1].task, published[-1].weight, published[-1].step) == ("a", 0.0, 7)
 
 
-def test_families_come_from_task_metadata_else_the_name_rule(tmp_path):
-    sample = SHARED / "tb2-sample"
+def test_families_come_from_task_metadata_else_the_name_rule(tmp_path, tb2_sample):
+    sample = tb2_sample
     plain = make_task(tmp_path, "003-count-lines-017", solve="true\n", test="true\n")
     dirs = [p for p in sorted(sample.iterdir()) if (p / "task.toml").is_file()] + [plain]
     families = task_families(dirs, LedgerOptions().family_pattern)

@@ -21,10 +21,8 @@ from tbconsole.runs.compare import task_table
 from tbconsole.state import RunState, family_stats, reduce_all
 from tbconsole.state.ledger import family_of
 
-from tests_support.paths import CORPUS, SHARED
-from tests_support.prereqs import missing
+from tests_support.paths import CORPUS
 
-TB2_SAMPLE = SHARED / "tb2-sample"  # beside the repository
 PATTERN = LedgerOptions().family_pattern
 # What the README names: the demo trains on count-lines and sort-unique, --multi-turn on the
 # pointer-… families.
@@ -94,10 +92,8 @@ def test_the_ledger_command_lists_the_runs_families(tmp_path, capsys):
     assert {line.split()[0] for line in lines[2:]} == DEMO_FAMILIES
 
 
-def test_a_tb2_task_keeps_its_category(tmp_path):
-    if not TB2_SAMPLE.is_dir():
-        missing(f"no TB2 sample at {TB2_SAMPLE}", "Put Terminal-Bench 2 task folders in ../shared/tb2-sample.")
-    dirs = sorted(p for p in TB2_SAMPLE.iterdir() if (p / "task.toml").is_file())
+def test_a_tb2_task_keeps_its_category(tmp_path, tb2_sample):
+    dirs = sorted(p for p in tb2_sample.iterdir() if (p / "task.toml").is_file())
     families = task_families(dirs, PATTERN)
     assert families["fix-git"] == "software-engineering"  # its task.toml's [metadata] category
     assert all(family != task for task, family in families.items())  # none falls back to its name
