@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tbconsole.common import offline
+from tbconsole.demo.recipe import MULTI_TURN_FLAG
 from tbconsole.record.events import read_events
 
 from tests_support.paths import FIXTURES, TB2_SAMPLE
@@ -302,11 +303,14 @@ def demo_run(request) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_recording(tmp_path_factory) -> Path:
-    """The run folder of a real, finished `tbconsole demo --headless` (DEMO_RUN_STEPS steps on the
-    embedded default: real engine, Harbor trials in the local sandbox, mini-swe-agent through the
-    capture proxy, PPO updates; its held-out evaluations score each variant
-    DEMO_RUN_EVAL_GROUP_SIZE times). Recorded once per test session and shared: tests read it, never
-    write to it. Tests that use it (through ``demo_run``) need the sandbox: mark them ``e2e`` and ``root``.
+    """The run folder of a real, finished `tbconsole demo --headless --multi-turn` (DEMO_RUN_STEPS
+    steps on the embedded default: real engine, Harbor trials in the local sandbox, mini-swe-agent
+    through the capture proxy, each trial two model calls that train as one datum, PPO updates and
+    a checkpoint after each; its held-out evaluations before the first update and after the last
+    score each variant DEMO_RUN_EVAL_GROUP_SIZE times). Recorded once per test session and shared,
+    by the learning test and every test that reads a real run: tests read it, never write to it.
+    (The one-command demo's defaults have end-to-end tests of their own in tests/demo.) Tests that
+    use it (through ``demo_run``) need the sandbox: mark them ``e2e`` and ``root``.
 
     ``TBCONSOLE_TEST_DEMO_RUN=<run folder>`` reuses a folder recorded earlier (for development;
     CI records its own, so a change to what a run writes is always what the tests see)."""
@@ -337,6 +341,7 @@ def demo_recording(tmp_path_factory) -> Path:
             "tbconsole",
             "demo",
             "--headless",
+            MULTI_TURN_FLAG,
             f"config.log_path={log}",
             f"config.max_steps={DEMO_RUN_STEPS}",
             f"config.eval_every={DEMO_RUN_STEPS}",

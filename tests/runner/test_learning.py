@@ -1,9 +1,9 @@
-"""Learning you can watch, as a regression test: a short `tbconsole demo --multi-turn` run on the
-embedded default (warm-started policy, generated variants, real Harbor trials, real PPO updates
-through the cookbook loop; each trial looks up the file to act on, then acts on it, and trains as
-one datum through the proxy's token continuity) must move the policy toward the replies it
-rewarded. The one-command demo's shared recording is checked for its held-out evaluations and
-its checkpoints (its 2 steps often hold no group with mixed rewards to learn from).
+"""Learning you can watch, as a regression test: the session's demo recording (conftest's
+``demo_run``: a short `tbconsole demo --multi-turn` run on the embedded default, warm-started
+policy, generated variants, real Harbor trials, real PPO updates through the cookbook loop; each
+trial looks up the file to act on, then acts on it, and trains as one datum through the proxy's
+token continuity) must move the policy toward the replies it rewarded, evaluate its held-out
+tasks before the first update and after the last, and save a checkpoint per update.
 
 The measure, per step: the trained batch's advantage-weighted change in log-probability,
 sum over its trials of advantage × (log p after the update − log p before) of the reply the
@@ -12,28 +12,19 @@ gradient step makes it positive; a dropped update leaves it at zero, a flipped a
 makes it negative. The held-out reward over a whole demo is in README, "Learning you can watch"."""
 
 import json
-import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tbconsole.demo import variants as V
 from tbconsole.demo import warmup as W
-from tbconsole.demo.recipe import HELDOUT_VARIANTS, MULTI_TURN_FLAG, MULTI_TURN_MODEL
+from tbconsole.demo.recipe import HELDOUT_VARIANTS, MULTI_TURN_MODEL
 from tbconsole.record.runfolder import RunFolder
 
 from tests_support.recorded import DEMO_RUN_EVAL_GROUP_SIZE, DEMO_RUN_STEPS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
-
-# The one-command demo is the session's shared recording (conftest's ``demo_run``: DEMO_RUN_STEPS
-# steps, a checkpoint after every update, held-out evaluations before and after); the multi-turn
-# demo runs here, MULTI_TURN_STEPS steps without held-out evaluation (the held-out path is the
-# one-command run's to check). Short keeps `make test` quick: the measures are exact, with no
-# sampling noise.
-MULTI_TURN_STEPS = 4  # fewer left some runs without one group of mixed rewards to learn from
 
 
 def heldout_prompts(log: Path) -> dict[str, list[int]]:
@@ -106,28 +97,6 @@ def update_gains(clients: dict, batches) -> dict[int, float]:
     }
 
 
-def multi_turn_run(log: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tbconsole",
-            "demo",
-            "--headless",
-            MULTI_TURN_FLAG,
-            f"config.log_path={log}",
-            f"config.max_steps={MULTI_TURN_STEPS}",
-            "config.eval_every=0",
-            "config.save_every=1",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        timeout=1500,
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-
-
 def check_heldout(log: Path, steps: int, rows: list[dict], trials: int) -> None:
     """Held-out tasks were scored before the first update (in step 0's row) and after the last
     (a row of its own), each with every trial; the console sees each evaluation begin and end, and
@@ -162,10 +131,8 @@ def check_heldout(log: Path, steps: int, rows: list[dict], trials: int) -> None:
 
 
 def test_the_demo_recording_evaluates_held_out_tasks_before_and_after_and_saves_every_update(demo_run):
-    """The one-command demo's shared recording (conftest's ``demo_run``): held-out evaluations
-    before the first update and after the last, their trials apart from training's, a checkpoint
-    per update. (Its 2 steps often hold no group with mixed rewards, so the learning measure is
-    the multi-turn demo's, below.)"""
+    """Held-out evaluations before the first update and after the last, their trials apart from
+    training's, a checkpoint per update."""
     rows = [json.loads(line) for line in (demo_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["progress/batch"] for r in rows if "progress/batch" in r] == list(range(DEMO_RUN_STEPS))
     check_heldout(demo_run, DEMO_RUN_STEPS, rows, HELDOUT_VARIANTS * DEMO_RUN_EVAL_GROUP_SIZE)
@@ -175,7 +142,7 @@ def test_the_demo_recording_evaluates_held_out_tasks_before_and_after_and_saves_
     assert sorted(trained_batches(demo_run)) == list(range(DEMO_RUN_STEPS))
 
 
-def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tmp_path):
+def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(demo_run, tmp_path):
     """The multi-turn demo's defaults, shortened, with a checkpoint after every update."""
     import tinker
 
@@ -183,9 +150,8 @@ def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tm
 
     demo = "multi-turn"
     model = MULTI_TURN_MODEL
-    log = tmp_path / "run"
-    multi_turn_run(log)
-    steps = MULTI_TURN_STEPS
+    log = demo_run
+    steps = DEMO_RUN_STEPS
     rows = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
     assert [r["progress/batch"] for r in rows if "progress/batch" in r] == list(range(steps))
     # The policy after k updates: the base model, then a checkpoint per update (the last: final).
@@ -203,7 +169,9 @@ def test_each_update_of_a_short_demo_moves_the_policy_toward_what_it_rewarded(tm
     for row in trained:
         assert row["env/all/data/datums"] == 1.0, row
         assert row["env/all/data/token_amplification"] <= 1.05, row
-    with EmbeddedEngine(data_dir=log / "engine", model=model) as engine:
+    # The recording is shared and read-only: its checkpoints are read from a copy of its engine's folder.
+    shutil.copytree(log / "engine", tmp_path / "engine", symlinks=True)
+    with EmbeddedEngine(data_dir=tmp_path / "engine", model=model) as engine:
         service = tinker.ServiceClient(base_url=engine.base_url, api_key=engine.api_key)
         clients = {
             k: W._resolved(

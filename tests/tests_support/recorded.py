@@ -11,8 +11,10 @@ from tbconsole.synthetic.run import record_run
 
 from tests_support.paths import CORPUS, FIXTURES
 
-# Steps of the demo run recorded once per session (conftest's ``demo_run``).
-DEMO_RUN_STEPS = 2
+# Steps of the demo run recorded once per session (conftest's ``demo_run``): the multi-turn demo,
+# long enough that some step holds a group with mixed rewards for the learning test to measure
+# (fewer left some runs without one).
+DEMO_RUN_STEPS = 4
 # Its held-out evaluations score each held-out variant once (the demo's default is twice): half
 # the trials, the same paths (the held-out evaluation's trials, captures and events).
 DEMO_RUN_EVAL_GROUP_SIZE = 1

@@ -86,8 +86,8 @@ async def test_timeline_of_a_real_run(demo_run):
         assert "0" in shown["waxis"] and "┬" in shown["waxis"]
 
         await pilot.press("left_square_bracket")
-        await wait_for(pilot, lambda: screen.timeline is not None and screen.timeline.step == steps[0])
-        assert f"timeline step {steps[0]}" in texts(screen)["whead"]
+        await wait_for(pilot, lambda: screen.timeline is not None and screen.timeline.step == steps[-2])
+        assert f"timeline step {steps[-2]}" in texts(screen)["whead"]
         await pilot.press("right_square_bracket")
         await wait_for(pilot, lambda: screen.timeline is not None and screen.timeline.step == steps[-1])
         await pilot.press("escape")

@@ -264,19 +264,21 @@ async def test_trainer_logprobs_are_recorded_and_shown(demo_run):
     step they average to the run's own optim/kl_sample_train_v1, and the view shows them."""
     state = reduce_all(read_events(demo_run / "events.jsonl"))
     folder = RunFolder(demo_run)
+    step = max(t.step for t in state.trials.values())  # the last step: its trials' detail is kept
     diffs: list[float] = []
     for t in state.trials.values():
-        if t.step != 0:
+        if t.step != step:
             continue
         sampled = {r.turn: r.logprobs for r in read_records(folder.capture_file(t.step, t.group, t.trial))}
         rows = [
-            orjson.loads(line) for line in folder.trainer_logprobs_file(0, t.group, t.trial).read_bytes().splitlines()
+            orjson.loads(line)
+            for line in folder.trainer_logprobs_file(step, t.group, t.trial).read_bytes().splitlines()
         ]
         assert sorted(r["turn"] for r in rows) == sorted(sampled)
         for r in rows:
             assert len(r["logprobs"]) == len(sampled[r["turn"]])
             diffs += [s - tr for s, tr in zip(sampled[r["turn"]], r["logprobs"], strict=True)]
-    v1 = dict(state.metrics["optim/kl_sample_train_v1"])[0]
+    v1 = dict(state.metrics["optim/kl_sample_train_v1"])[step]
     assert sum(diffs) / len(diffs) == pytest.approx(v1, rel=1e-3, abs=1e-12)
 
     trial, turn, logprobs = _varied_turn(demo_run)
