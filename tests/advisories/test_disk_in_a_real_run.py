@@ -11,14 +11,13 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tbconsole.record.control import ControlClient
-from tbconsole.record.events import read_events
 
 from tests_support.diskfill import fill_disk
+from tests_support.runlog import run_events
 
 pytestmark = pytest.mark.e2e
 
@@ -31,11 +30,6 @@ SMALL = [
     "config.max_steps=2",
 ]
 FAILURES = ("proxy.capture_lost", "error.raised")
-
-
-def _events(log: Path) -> list:
-    path = log / "events.jsonl"
-    return list(read_events(path)) if path.exists() else []
 
 
 @pytest.mark.root
@@ -51,13 +45,13 @@ def test_a_real_run_raises_the_disk_advisory_before_its_writes_fail(tmpfs):
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
-        while not any(e.kind == "group.started" for e in _events(log)):
+        while not any(e.kind == "group.started" for e in run_events(log)):
             assert run.poll() is None and time.monotonic() < deadline, "the run did not start a group"
             time.sleep(0.2)
         ControlClient(log).send("pause")  # the run waits after its first batch: alive until resumed
         fill_disk(disk, leave=40 << 20)  # under advise.disk_error_mib: the next check (5 s) sees it
         deadline = time.monotonic() + 60
-        while not any(e.kind == "advisory.raised" and e.rule == "disk" for e in _events(log)):
+        while not any(e.kind == "advisory.raised" and e.rule == "disk" for e in run_events(log)):
             assert run.poll() is None, "the run ended before its disk advisory: " + run.communicate()[0][-3000:]
             assert time.monotonic() < deadline, "no disk advisory within 60 s"
             time.sleep(0.2)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tbconsole.proxy import read_capture
-from tbconsole.record.events import read_events
 
 from tests_support.processes import sandbox_cgroups_of
+from tests_support.runlog import run_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
@@ -38,15 +38,10 @@ def _demo(log: Path, *extra: str) -> subprocess.Popen:
     )
 
 
-def _events(log: Path) -> list:
-    path = log / "events.jsonl"
-    return list(read_events(path)) if path.exists() else []
-
-
 def _wait_for(log: Path, kind: str, timeout: float = 300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(e.kind == kind for e in _events(log)):
+        if any(e.kind == kind for e in run_events(log)):
             return
         time.sleep(0.5)
     raise AssertionError(f"no {kind} event within {timeout} s")
@@ -55,7 +50,7 @@ def _wait_for(log: Path, kind: str, timeout: float = 300):
 def _wait_for_state(log: Path, state: str, timeout: float = 300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(e.kind == "control.changed" and e.state == state for e in _events(log)):
+        if any(e.kind == "control.changed" and e.state == state for e in run_events(log)):
             return
         time.sleep(0.2)
     raise AssertionError(f"the run never reached {state} within {timeout} s")
@@ -86,8 +81,8 @@ def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
     assert sum(len(t.prompt_tokens) for t in captured) == rows[0]["env/all/total_ob_tokens"]
     # The embedded engine (hosted Tinker's contract) samples older weights: the run's question to
     # it (gateway.latest_weights_only unset) found nothing to change.
-    assert not [e for e in _events(log) if e.kind == "log" and "serves only its latest weights" in e.message]
-    kinds = [e.kind for e in _events(log)]
+    assert not [e for e in run_events(log) if e.kind == "log" and "serves only its latest weights" in e.message]
+    kinds = [e.kind for e in run_events(log)]
     for kind in (
         "run.started",
         "gateway.health",
@@ -100,7 +95,7 @@ def test_demo_one_step_trains_on_exactly_what_was_captured(tmp_path):
         "run.ended",
     ):
         assert kind in kinds, kind
-    ended = [e for e in _events(log) if e.kind == "run.ended"][-1]
+    ended = [e for e in run_events(log) if e.kind == "run.ended"][-1]
     assert ended.status == "done"
     assert "tml-local" not in (log / "events.jsonl").read_text()
 
@@ -117,7 +112,7 @@ def test_abort_keeps_captures_and_events(tmp_path):
     proc.send_signal(signal.SIGINT)  # second: abort now
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, out[-3000:]
-    events = _events(log)
+    events = run_events(log)
     assert [e.status for e in events if e.kind == "run.ended"] == ["aborted"]
     requests = [e for e in events if e.kind == "proxy.request" and e.captured]
     captured = [t for f in (log / "capture").rglob("*.jsonl") for t in read_capture(f)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ import pytest
 import tinker
 from tinker import types
 
+from tests_support.web import free_port
+
 pytestmark = pytest.mark.e2e
 
 MODEL = "tbconsole/qwen3-tiny"
@@ -30,12 +31,6 @@ RANK = 32
 ADAM = types.AdamParams(learning_rate=1e-2)
 API_KEY = "tml-local"
 TOL = 1e-4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EngineProcess:
@@ -215,7 +210,7 @@ async def _scenario(eng: EngineProcess, reference: tinker.ServiceClient, tokeniz
 
 
 def test_clients_carry_on_after_sigkill(tmp_path, service_client, tokenizer, device):
-    eng = EngineProcess(tmp_path / "data", _free_port(), tmp_path / "engine.log", device).start()
+    eng = EngineProcess(tmp_path / "data", free_port(), tmp_path / "engine.log", device).start()
     try:
         asyncio.run(_scenario(eng, service_client, tokenizer))
     finally:

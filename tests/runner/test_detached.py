@@ -18,8 +18,9 @@ from tbconsole.record.events import ControlChanged
 from tbconsole.record.lease import read_lease
 from tbconsole.record.runfolder import RunFolder
 
-from tests_support.detached import SMALL, assert_stopped_cleanly, demo_env, events, wait_mid_batch
+from tests_support.detached import SMALL, assert_stopped_cleanly, demo_env, wait_mid_batch
 from tests_support.processes import pids_with
+from tests_support.runlog import run_events
 from tests_support.tmux import TmuxServer
 from tests_support.waiting import wait_until
 
@@ -27,16 +28,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 
 def control_states(log: Path) -> list[str]:
-    return [e.state for e in events(log) if isinstance(e, ControlChanged)]
+    return [e.state for e in run_events(log) if isinstance(e, ControlChanged)]
 
 
 def last_index(log: Path, which) -> int:
-    return max(i for i, e in enumerate(events(log)) if which(e))
+    return max(i for i, e in enumerate(run_events(log)) if which(e))
 
 
 def wait_trained(log: Path, step: int, timeout: float = 300) -> None:
     wait_until(
-        lambda: any(e.kind == "step.metrics" and e.step == step for e in events(log)),
+        lambda: any(e.kind == "step.metrics" and e.step == step for e in run_events(log)),
         timeout,
         lambda: f"step {step} was not trained:\n{RunFolder(log).runner_log.read_text()[-3000:]}",
     )
@@ -84,12 +85,14 @@ def test_the_run_outlives_its_consoles_and_an_attached_console_pauses_resumes_an
         tmux.wait_for("stop", "PAUSED", 300)  # the batch in flight was trained, then the run held
         assert control_states(log)[-2:] == ["pausing", "paused"]
         paused_at = last_index(log, lambda e: isinstance(e, ControlChanged) and e.state == "paused")
-        held = len(events(log))
+        held = len(run_events(log))
         tmux.keys("stop", "p")  # resume
         wait_until(lambda: control_states(log)[-1] == "running", 60, lambda: tmux.screen("stop"))
         # nothing started while it was paused: the next batch's groups came only after the resume
         resumed_at = last_index(log, lambda e: isinstance(e, ControlChanged) and e.state == "running")
-        assert resumed_at >= held and not [e for e in events(log)[paused_at:resumed_at] if e.kind == "group.started"]
+        assert resumed_at >= held and not [
+            e for e in run_events(log)[paused_at:resumed_at] if e.kind == "group.started"
+        ]
         wait_until(lambda: "Stop" in tmux.screen("stop"), 60, lambda: tmux.screen("stop"))
         tmux.keys("stop", "s")
         wait_until(lambda: "Stop run" in tmux.screen("stop"), 30, lambda: tmux.screen("stop"))

@@ -4,7 +4,6 @@ the run killed with SIGKILL and resumed, tasks that cannot run here, no key, a d
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,10 +13,12 @@ import pytest
 
 from tbconsole.harbor.taskset import BUNDLED_TASKS_DIR
 from tbconsole.proxy import read_capture
-from tbconsole.record.events import read_events
 
 from tests_support.diskfill import fill_disk
+from tests_support.engine import start_engine
 from tests_support.healthz import healthz_server
+from tests_support.runlog import run_events
+from tests_support.web import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -31,26 +32,15 @@ SMALL = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TINKER_API_KEY"}
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-def _events(log: Path) -> list:
-    path = log / "events.jsonl"
-    return list(read_events(path)) if path.exists() else []
-
-
 def _wait_for(log: Path, kind: str, proc: subprocess.Popen, timeout: float = 300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [e for e in _events(log) if e.kind == kind]
+        found = [e for e in run_events(log) if e.kind == kind]
         if found:
             return found[0]
         assert proc.poll() is None, f"the run ended before any {kind}"
@@ -69,34 +59,14 @@ def _tbconsole(*args: str, env: dict, cwd: Path | None = None) -> subprocess.Pop
     )
 
 
-def _wait_for_port(port: int, engine: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
-        time.sleep(0.2)
-
-
 @pytest.mark.root
 @pytest.mark.slow
 def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_reason(tmp_path):
-    port = _free_port()
-    engine = _tbconsole(
-        "engine",
-        "--port",
-        str(port),
-        "--model",
-        "tbconsole/qwen3-tiny-agent",
-        "--data-dir",
-        str(tmp_path / "engine"),
-        env=_env(),
-    )
+    port = free_port()
+    engine = start_engine(port, tmp_path / "engine")
     log = tmp_path / "run"
     run = None
     try:
-        _wait_for_port(port, engine)
         run = _tbconsole(
             "demo",
             "--headless",
@@ -118,7 +88,7 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
                 proc.wait()
     assert run.returncode == 1, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
-    events = _events(log)
+    events = run_events(log)
     assert [e for e in events if e.kind == "trial.ended" and e.scored] == [], "a trial was scored"
     errors = [e for e in events if e.kind == "error.raised"]
     assert errors and errors[0].exception_type in ("GatewayUnavailable", "ModelCallFailed"), errors
@@ -135,18 +105,16 @@ def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
     """On the Miles gateway's contract (the engine's --contract miles-next: latest weights only),
     off-policy (config.async_config): the resumed run draws the groups no update trained, each
     once, and trains the step on the fresh attempt's captures only."""
-    log, port = tmp_path / "run", _free_port()
-    engine = _tbconsole("engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent", "--data-dir",
-                        str(tmp_path / "engine"), "--contract", "miles-next", env=_env())  # fmt: skip
+    log, port = tmp_path / "run", free_port()
+    engine = start_engine(port, tmp_path / "engine", "--contract", "miles-next")
     args = ("demo", "--headless", f"config.log_path={log}", f"config.base_url=http://127.0.0.1:{port}",
             "gateway.latest_weights_only=true", "config.async_config.max_steps_off_policy=1",
             "config.async_config.groups_per_batch=1", *SMALL)  # fmt: skip
     first = second = None
     try:
-        _wait_for_port(port, engine)
         first = _tbconsole(*args, env=_env(TINKER_API_KEY="tml-local"))
         deadline = time.monotonic() + 300
-        while not any(e.kind == "proxy.request" and e.captured for e in _events(log)):
+        while not any(e.kind == "proxy.request" and e.captured for e in run_events(log)):
             assert first.poll() is None and time.monotonic() < deadline, "no captured turn"
             time.sleep(0.2)
         first.kill()  # SIGKILL: no cleanup at all
@@ -168,7 +136,7 @@ def test_a_step_resumed_after_kill_9_trains_on_one_attempt(tmp_path):
     metrics = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [0]
     assert sum(len(t.output_tokens) for t in fresh) == metrics[0]["env/all/total_ac_tokens"]
-    events = _events(log)
+    events = run_events(log)
     resumed = max(i for i, e in enumerate(events) if e.kind == "run.started")
     trials = {e.trial for e in events[resumed:] if e.kind == "trial.ended"}
     assert trials and all(t.endswith("-r1") for t in trials)
@@ -216,7 +184,7 @@ def test_a_missing_api_key_is_one_message(tmp_path):
 
 
 def test_usage_errors_come_before_the_gateway_probe_then_a_dead_gateway_is_one_message(tmp_path):
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     key = _env(TINKER_API_KEY="tml-test")
     # No scheme: what to add, before anything is probed.
     proc = _train(
@@ -276,13 +244,13 @@ def test_a_disk_that_fills_mid_run_stops_it_with_one_message_and_whole_events(tm
     lines = (log / "events.jsonl").read_text().splitlines()
     assert all(json.loads(line) for line in lines), "only whole lines"
     assert json.loads(lines[-1])["kind"] == "run.ended"
-    states = [e.state for e in _events(log) if e.kind == "control.changed"]
+    states = [e.state for e in run_events(log) if e.kind == "control.changed"]
     # Which write meets the full disk first is a race: the event log's (one message, then a clean
     # stop) or a trial's (an infrastructure failure: not scored, the run ends failed naming it).
     if "cannot write" in out:
         assert out.count("cannot write") == 1, out[-3000:]
         assert "stopping" in states, states
     else:
-        ended = [e for e in _events(log) if e.kind == "trial.ended"]
+        ended = [e for e in run_events(log) if e.kind == "trial.ended"]
         assert ended and not any(e.scored for e in ended), ended
         assert "No space left on device" in json.loads(lines[-1])["message"], lines[-1]

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,10 @@ import pytest
 import torch
 
 from tbconsole.proxy import read_capture
-from tbconsole.record.events import read_events
+
+from tests_support.engine import start_engine
+from tests_support.runlog import run_events
+from tests_support.web import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -34,12 +36,6 @@ TWO_STEPS = [
 FAULT_SEED = "3"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TINKER_API_KEY"}
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
@@ -51,29 +47,9 @@ def _tbconsole(*args: str, env: dict) -> subprocess.Popen:
     )
 
 
-def _engine(port: int, data: Path, *flags: str) -> subprocess.Popen:
-    engine = subprocess.Popen(
-        [sys.executable, "-m", "tbconsole", "engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent",
-         "--data-dir", str(data), *flags],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return engine
-        assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
-        time.sleep(0.2)
-
-
-def _events(log: Path) -> list:
-    path = log / "events.jsonl"
-    return list(read_events(path)) if path.exists() else []
-
-
 def _wait_until(log: Path, found, proc: subprocess.Popen, what: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
-    while not any(found(e) for e in _events(log)):
+    while not any(found(e) for e in run_events(log)):
         assert proc.poll() is None, f"the run ended before {what}: {proc.stdout.read()[-3000:]}"
         assert time.monotonic() < deadline, f"no {what} within {timeout} s"
         time.sleep(0.2)
@@ -89,8 +65,8 @@ def _status(port: int) -> dict:
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_two_step_run_rides_out_a_slow_start_a_freeze_and_lost_results_on_the_miles_contract(tmp_path):
-    port, log = _free_port(), tmp_path / "run"
-    engine = _engine(port, tmp_path / "engine", "--contract", "miles-next", "--starting-seconds", "15",
+    port, log = free_port(), tmp_path / "run"
+    engine = start_engine(port, tmp_path / "engine", "--contract", "miles-next", "--starting-seconds", "15",
                      "--expire-futures", "0.1", "--fault-seed", FAULT_SEED)  # fmt: skip
     run = None
     try:
@@ -116,7 +92,7 @@ def test_a_two_step_run_rides_out_a_slow_start_a_freeze_and_lost_results_on_the_
                 proc.kill()
                 proc.wait()
     assert run.returncode == 0, out[-3000:]
-    events = _events(log)
+    events = run_events(log)
     started = next(i for i, e in enumerate(events) if e.kind == "run.started")
     # Starting is not dead: waited for, then the run went on.
     assert any(e.kind == "gateway.health" and e.starting for e in events[:started]), "no starting probe"
@@ -151,8 +127,8 @@ def test_a_two_step_run_rides_out_a_slow_start_a_freeze_and_lost_results_on_the_
 
 
 def test_the_sdk_the_miles_gateway_refuses_stops_the_run_before_anything_starts(tmp_path):
-    port = _free_port()
-    engine = _engine(port, tmp_path / "engine", "--contract", "miles")
+    port = free_port()
+    engine = start_engine(port, tmp_path / "engine", "--contract", "miles")
     try:
         done = subprocess.run(
             [sys.executable, "-m", "tbconsole", "demo", "--headless", f"config.base_url=http://127.0.0.1:{port}",

@@ -16,11 +16,7 @@ need a decision, which no one gives but the retry's)."""
 import asyncio
 import json
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -28,38 +24,16 @@ from tbconsole.proxy import read_capture
 from tbconsole.record.capturefile import read_records
 from tbconsole.record.enums import Decision, TrialPhase
 
+from tests_support.engine import start_engine
+from tests_support.runlog import run_events
 from tests_support.waiting import wait_until_async
 from tests_support.web import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]
 
 STEPS = 2
-
-
-def start_engine(port: int, data_dir: Path) -> subprocess.Popen:
-    """The engine on the Miles gateway's contract, as the SDK installed here can use it."""
-    import socket
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tbconsole", "engine", "--port", str(port), "--model", "tbconsole/qwen3-tiny-agent",
-         "--data-dir", str(data_dir), "--contract", "miles-next"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
-        assert proc.poll() is None and time.monotonic() < deadline, "the engine did not start"
-        time.sleep(0.2)
-
-
-def events_of(log: Path) -> list:
-    from tbconsole.record.events import read_events
-
-    path = log / "events.jsonl"
-    return list(read_events(path)) if path.exists() else []
+# The engine on the Miles gateway's contract, as the SDK installed here can use it.
+MILES_NEXT = ("--contract", "miles-next")
 
 
 async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_with_groups_in_flight_and_resumes(
@@ -88,7 +62,7 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         "config.async_config.max_steps_off_policy=1",
         "config.async_config.groups_per_batch=2",
     ]
-    engine = start_engine(port, data)
+    engine = start_engine(port, data, *MILES_NEXT)
     try:
         # -- the first process's lifetime: outage, a retried group, a stop with groups in flight --
         bus = EventBus(log)
@@ -100,23 +74,23 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
             assert not running.done(), running.result()
             return True
 
-        await wait_until_async(lambda: alive() and any(e.kind == "group.started" for e in events_of(log)),
+        await wait_until_async(lambda: alive() and any(e.kind == "group.started" for e in run_events(log)),
                                "a group started", timeout=180)  # fmt: skip
         control.pause()  # the first batch's groups finish and train; the next batch's wait at its gate
         engine.send_signal(signal.SIGKILL)
         engine.wait()
         await wait_until_async(
             lambda: alive() and any(e.kind == "log" and "runs again once the gateway answers" in e.message
-                                    for e in events_of(log)),
+                                    for e in run_events(log)),
             "the outage noticed and ridden out", timeout=90,
         )  # fmt: skip
-        assert [e for e in events_of(log) if e.kind == "trial.ended" and e.scored] == [], "scored on a dead engine"
-        engine = await asyncio.to_thread(start_engine, port, data)
+        assert [e for e in run_events(log) if e.kind == "trial.ended" and e.scored] == [], "scored on a dead engine"
+        engine = await asyncio.to_thread(start_engine, port, data, *MILES_NEXT)
         await wait_until_async(
-            lambda: alive() and control.state == "paused" and any(e.kind == "batch.ended" for e in events_of(log)),
+            lambda: alive() and control.state == "paused" and any(e.kind == "batch.ended" for e in run_events(log)),
             "paused, with the groups in flight at the pause trained", timeout=240,
         )  # fmt: skip
-        paused = events_of(log)
+        paused = run_events(log)
         held_at = max(i for i, e in enumerate(paused) if e.kind == "control.changed" and e.state == "paused")
         assert not [e for e in paused[held_at:] if e.kind == "group.started"], "a group started while paused"
         assert {e.step for e in paused if e.kind == "group.started"} == {0}, "the next batch passed its gate"
@@ -127,8 +101,8 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
 
         def cancel_one() -> bool:
             nonlocal cancelled
-            ended = {e.trial for e in events_of(log) if e.kind == "trial.ended"}
-            for e in reversed(events_of(log)):
+            ended = {e.trial for e in run_events(log) if e.kind == "trial.ended"}
+            for e in reversed(run_events(log)):
                 if e.kind == "trial.phase" and e.phase == TrialPhase.AGENT and e.trial not in ended:
                     try:
                         control.cancel_trial(e.trial)
@@ -143,7 +117,7 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         where = "." + cancelled.split(".")[1].split("t")[0] + "t"  # ".s{step}g{group}t"
 
         def attempts() -> int:
-            return sum(1 for e in events_of(log) if e.kind == "group.started" and where in e.trials[0])
+            return sum(1 for e in run_events(log) if e.kind == "group.started" and where in e.trials[0])
 
         before = attempts()
         control.decide(Decision.RETRY_GROUP)
@@ -153,7 +127,7 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         bus.close()
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert left == [], f"the loop's tasks outlived the stopped run: {left}"
-        first = events_of(log)
+        first = run_events(log)
         assert stopped.status == "stopped", stopped
         updates_before = stopped.step
         abandoned = [e for e in first if e.kind == "group.dropped" and e.reason == "abandoned"]
@@ -170,7 +144,7 @@ async def test_an_off_policy_run_rides_out_the_gateway_retries_a_group_stops_wit
         engine.kill()
         engine.wait()
     assert result.status == "done", result
-    events = events_of(log)
+    events = run_events(log)
     starts = [i for i, e in enumerate(events) if e.kind == "run.started"]
     assert len(starts) == 2 and events[starts[1]].start_step == updates_before > 0
     found = [e for e in events if e.kind == "log" and "serves only its latest weights" in e.message]

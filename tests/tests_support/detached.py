@@ -5,9 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from tbconsole.record.events import read_events
-from tbconsole.record.runfolder import RunFolder
-
+from tests_support.runlog import run_events
 from tests_support.waiting import wait_until
 
 SMALL = [
@@ -24,14 +22,9 @@ def demo_env(sandbox_root: Path) -> dict:
     return {**os.environ, "TBCONSOLE_SANDBOX_ROOT": str(sandbox_root), "PYTHONUNBUFFERED": "1"}
 
 
-def events(log: Path) -> list:
-    path = RunFolder(log).events
-    return list(read_events(path)) if path.exists() else []
-
-
 def batch_in_flight(log: Path) -> int | None:
     """A batch whose groups have started and that is not trained yet."""
-    seen = events(log)
+    seen = run_events(log)
     started = {e.step for e in seen if e.kind == "group.started"}
     trained = {e.step for e in seen if e.kind == "step.metrics"}
     return min(started - trained, default=None)
@@ -48,7 +41,7 @@ def wait_mid_batch(log: Path, alive, timeout: float = 300) -> int:
 def assert_stopped_cleanly(log: Path, cause: str | None = None) -> int:
     """run.ended says stopped (and why), and a checkpoint lets the same command resume after
     the last trained batch; returns that batch."""
-    ended = [e for e in events(log) if e.kind == "run.ended"]
+    ended = [e for e in run_events(log) if e.kind == "run.ended"]
     assert [e.status for e in ended] == ["stopped"], ended
     if cause is not None:
         assert cause in ended[0].message, ended[0].message
