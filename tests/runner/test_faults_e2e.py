@@ -78,9 +78,9 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
         )
         _wait_for(log, "group.started", run)
         engine.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
+        # A guard, not a measure: a run that rode the outage out for the default limit (600 s)
+        # instead of the 5 s asked would still be going when it runs out.
         out, _ = run.communicate(timeout=240)
-        took = time.monotonic() - killed
     finally:
         for proc in (engine, run):
             if proc is not None and proc.poll() is None:
@@ -96,7 +96,6 @@ def test_the_engine_killed_mid_batch_scores_nothing_and_ends_the_run_with_the_re
     assert [e.decision for e in events if e.kind == "decision.made"] == []  # an outage asks nobody
     ended = [e for e in events if e.kind == "run.ended"]
     assert len(ended) == 1 and ended[0].status == "failed" and "gateway" in ended[0].message.lower()
-    assert took < 120, f"the run took {took:.0f} s to end after the engine died"
 
 
 @pytest.mark.root
