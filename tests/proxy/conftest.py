@@ -3,7 +3,7 @@ from tinker_cookbook.renderers import get_renderer
 
 from tbconsole.proxy.tokenizer import qwen35_tokenizer
 
-from tests_support.proxy import make_harness
+from tests_support.proxy import close_clients, make_harness
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +30,10 @@ async def harness(renderer, tmp_path):
     yield make
     for h in made:
         await h.proxy.stop()
+
+
+@pytest.fixture(autouse=True)
+async def _close_sdk_clients():
+    """Closes the SDK clients a test opened (``tests_support.proxy.openai_client`` and the like)."""
+    yield
+    await close_clients()

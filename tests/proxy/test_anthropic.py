@@ -7,22 +7,7 @@ from tinker_cookbook.renderers.base import Message, ToolCall
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
 
-from tests_support.proxy import ANTHROPIC_BASH, BASH_SPEC, spliced_reference, text_reply, tool_reply
-
-_clients = []
-
-
-def client(cred) -> anthropic.AsyncAnthropic:
-    api = anthropic.AsyncAnthropic(base_url=cred.anthropic_base_url, api_key=cred.api_key, max_retries=0)
-    _clients.append(api)
-    return api
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients():
-    yield
-    while _clients:
-        await _clients.pop().close()
+from tests_support.proxy import ANTHROPIC_BASH, BASH_SPEC, anthropic_client, spliced_reference, text_reply, tool_reply
 
 
 async def test_tool_use_round_trip_non_streaming(harness, renderer):
@@ -31,7 +16,7 @@ async def test_tool_use_round_trip_non_streaming(harness, renderer):
     h.sampler.add(first)
     h.sampler.add(text_reply("Finished."))
     cred = h.proxy.register_trial("trial-a")
-    api = client(cred)
+    api = anthropic_client(cred)
     system = [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]
     messages = [{"role": "user", "content": [{"type": "text", "text": "Fix it."}]}]
 
@@ -98,7 +83,7 @@ async def test_streaming_with_tools(harness):
     h = await harness()
     h.sampler.add(tool_reply("pwd", thinking="Where am I?", text="Checking."))
     cred = h.proxy.register_trial("trial-s")
-    async with client(cred).messages.stream(
+    async with anthropic_client(cred).messages.stream(
         model="policy", max_tokens=500, tools=[ANTHROPIC_BASH], messages=[{"role": "user", "content": "go"}]
     ) as stream:
         texts = [text async for text in stream.text_stream]
@@ -116,7 +101,7 @@ async def test_length_stop_streaming(harness):
     h = await harness()
     h.sampler.truncated(text_reply("many words " * 30), keep=12)
     cred = h.proxy.register_trial("trial-l")
-    async with client(cred).messages.stream(
+    async with anthropic_client(cred).messages.stream(
         model="policy", max_tokens=12, messages=[{"role": "user", "content": "talk"}]
     ) as stream:
         final = await stream.get_final_message()
@@ -127,7 +112,7 @@ async def test_context_window_refused_with_prompt_too_long(harness):
     h = await harness(default_max_tokens=50)
     cred = h.proxy.register_trial("trial-c", context_window=60)
     with pytest.raises(anthropic.BadRequestError) as info:
-        await client(cred).messages.create(
+        await anthropic_client(cred).messages.create(
             model="policy", max_tokens=50, messages=[{"role": "user", "content": "hello " * 30}]
         )
     assert info.value.status_code == 400
@@ -137,7 +122,7 @@ async def test_context_window_refused_with_prompt_too_long(harness):
     assert h.sampler.calls == []
     # Streaming requests are refused before the stream starts, as a plain 400.
     with pytest.raises(anthropic.BadRequestError):
-        async with client(cred).messages.stream(
+        async with anthropic_client(cred).messages.stream(
             model="policy", max_tokens=50, messages=[{"role": "user", "content": "hello " * 30}]
         ) as stream:
             await stream.get_final_message()
@@ -146,7 +131,7 @@ async def test_context_window_refused_with_prompt_too_long(harness):
 async def test_count_tokens_and_models(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-t")
-    api = client(cred)
+    api = anthropic_client(cred)
     count = await api.messages.count_tokens(model="policy", messages=[{"role": "user", "content": "hello there"}])
     assert count.input_tokens == len(full_render(renderer, [Message(role="user", content="hello there")]))
     models = await api.models.list()
@@ -160,7 +145,7 @@ async def test_pings_while_sampling_a_stream(harness):
     h = await harness(keepalive_s=0.02)
     h.sampler.add(Scripted(tokens=reply_tokens(h.proxy.renderer, text_reply("slow answer")), delay=0.15))
     cred = h.proxy.register_trial("trial-p")
-    async with client(cred).messages.stream(
+    async with anthropic_client(cred).messages.stream(
         model="policy", max_tokens=50, messages=[{"role": "user", "content": "x"}]
     ) as stream:
         final = await stream.get_final_message()
@@ -175,7 +160,7 @@ async def test_stop_sequence_is_reported_and_cut(harness, renderer):
     h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
     h.sampler.add(text_reply("No stop here."))
     cred = h.proxy.register_trial("trial-q")
-    api = client(cred)
+    api = anthropic_client(cred)
     msg = await api.messages.create(
         model="policy", max_tokens=100, stop_sequences=["STOP", "HALT"], messages=[{"role": "user", "content": "count"}]
     )
@@ -221,7 +206,9 @@ async def test_tool_result_errors_reach_the_model(harness, renderer):
             ],
         },
     ]
-    await client(cred).messages.create(model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], messages=messages)
+    await anthropic_client(cred).messages.create(
+        model="policy", max_tokens=100, tools=[ANTHROPIC_BASH], messages=messages
+    )
     prompt = h.proxy.turns("trial-e")[0].prompt_tokens
     text = renderer.tokenizer.decode(prompt)
     assert "Error: cat: x: No such file or directory" in text
@@ -243,7 +230,7 @@ async def test_tool_result_errors_reach_the_model(harness, renderer):
 async def test_tool_choice(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-c")
-    api = client(cred)
+    api = anthropic_client(cred)
     h.sampler.add(tool_reply("ls"))
     msg = await api.messages.create(
         model="policy",
@@ -298,7 +285,7 @@ async def test_a_system_turn_inside_messages_renders_in_place(harness, renderer)
         {"role": "system", "content": [{"type": "text", "text": "cwd: /app"}]},
         {"role": "user", "content": "Go."},
     ]
-    msg = await client(cred).messages.create(
+    msg = await anthropic_client(cred).messages.create(
         model="policy", max_tokens=100, system="You are Claude Code.", messages=messages
     )
     assert msg.content[0].text == "ok"
@@ -318,7 +305,7 @@ async def test_count_tokens_is_the_prompt_the_next_create_samples_from(harness, 
     changes nothing (no sample, no capture, no continuity state)."""
     h = await harness()
     cred = h.proxy.register_trial("trial-cc")
-    api = client(cred)
+    api = anthropic_client(cred)
     system = [
         {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
         {"type": "text", "text": "Use the tools to help the user.", "cache_control": {"type": "ephemeral"}},
@@ -378,7 +365,7 @@ async def test_count_tokens_is_the_prompt_the_next_create_samples_from(harness, 
             ],
         )
     )
-    other = client(h.proxy.register_trial("trial-other"))
+    other = anthropic_client(h.proxy.register_trial("trial-other"))
     assert (await other.messages.count_tokens(**side)).input_tokens == fresh
     # The main conversation carries on past the side request, the truncated reply's thinking
     # sent back; the count of turn 3 is taken first, then a side count in between.

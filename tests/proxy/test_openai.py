@@ -10,22 +10,7 @@ from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import reply_tokens
 
-from tests_support.proxy import BASH_SPEC, BASH_TOOL, spliced_reference, text_reply, tool_reply
-
-_clients = []
-
-
-def client(cred) -> openai.AsyncOpenAI:
-    api = openai.AsyncOpenAI(base_url=cred.openai_base_url, api_key=cred.api_key, max_retries=0)
-    _clients.append(api)
-    return api
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients():
-    yield
-    while _clients:
-        await _clients.pop().close()
+from tests_support.proxy import BASH_SPEC, BASH_TOOL, openai_client, spliced_reference, text_reply, tool_reply
 
 
 async def test_tool_call_round_trip_non_streaming(harness, renderer):
@@ -34,7 +19,7 @@ async def test_tool_call_round_trip_non_streaming(harness, renderer):
     h.sampler.add(first)
     h.sampler.add(text_reply("All done."))
     cred = h.proxy.register_trial("trial-a")
-    api = client(cred)
+    api = openai_client(cred)
     messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix the bug."}]
 
     res = await api.chat.completions.create(
@@ -104,7 +89,7 @@ async def test_streaming_with_tools(harness):
     h = await harness()
     h.sampler.add(tool_reply("cat README.md", thinking="Read it."))
     cred = h.proxy.register_trial("trial-s")
-    stream = await client(cred).chat.completions.create(
+    stream = await openai_client(cred).chat.completions.create(
         model="policy",
         messages=[{"role": "user", "content": "go"}],
         tools=[BASH_TOOL],
@@ -137,7 +122,7 @@ async def test_length_stop_and_sampling_parameters(harness, renderer):
     h = await harness(default_max_tokens=64)
     h.sampler.truncated(text_reply("word " * 50), keep=10)
     cred = h.proxy.register_trial("trial-l", temperature=0.8)
-    res = await client(cred).chat.completions.create(
+    res = await openai_client(cred).chat.completions.create(
         model="policy",
         messages=[{"role": "user", "content": "talk"}],
         max_tokens=4096,
@@ -153,7 +138,7 @@ async def test_length_stop_and_sampling_parameters(harness, renderer):
     assert params.stop == renderer.get_stop_sequences()
     assert h.proxy.turns("trial-l")[0].stop_reason == "length"
 
-    await client(cred).chat.completions.create(
+    await openai_client(cred).chat.completions.create(
         model="policy", messages=[{"role": "user", "content": "x"}], max_completion_tokens=16, stop=["END"]
     )
     params = h.sampler.calls[1].sampling_params
@@ -164,7 +149,7 @@ async def test_length_stop_and_sampling_parameters(harness, renderer):
 async def test_models_endpoint(harness):
     h = await harness()
     cred = h.proxy.register_trial("trial-m")
-    models = await client(cred).models.list()
+    models = await openai_client(cred).models.list()
     assert [m.id for m in models.data] == ["policy"]
 
 
@@ -172,7 +157,7 @@ async def test_context_window_refused_before_sampling(harness):
     h = await harness(default_max_tokens=100)
     cred = h.proxy.register_trial("trial-c", context_window=120)
     with pytest.raises(openai.BadRequestError) as info:
-        await client(cred).chat.completions.create(
+        await openai_client(cred).chat.completions.create(
             model="policy", messages=[{"role": "user", "content": "hello " * 40}]
         )
     assert info.value.code == "context_length_exceeded"
@@ -183,7 +168,7 @@ async def test_context_window_refused_before_sampling(harness):
     assert event.status == 400 and not event.captured and "context length" in event.error
     assert h.proxy.stats("trial-c").context_refused == 1
     # A short prompt fits: prompt + min(default, window) <= window.
-    res = await client(cred).chat.completions.create(
+    res = await openai_client(cred).chat.completions.create(
         model="policy", messages=[{"role": "user", "content": "hi"}], max_tokens=10
     )
     assert res.choices[0].message.content == "ok"
@@ -197,9 +182,9 @@ async def test_sampler_failure_is_a_server_error_and_captures_nothing(harness):
     h.sampler.add(Scripted(error=RuntimeError("gateway down")))
     cred = h.proxy.register_trial("trial-f")
     with pytest.raises(openai.InternalServerError):
-        await client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}])
+        await openai_client(cred).chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}])
     with pytest.raises(openai.APIError):
-        stream = await client(cred).chat.completions.create(
+        stream = await openai_client(cred).chat.completions.create(
             model="policy", messages=[{"role": "user", "content": "x"}], stream=True
         )
         async for _ in stream:
@@ -211,7 +196,7 @@ async def test_sampler_failure_is_a_server_error_and_captures_nothing(harness):
 async def test_history_edits_are_rendered_not_cached(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-e")
-    api = client(cred)
+    api = openai_client(cred)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "one"}]
     await api.chat.completions.create(model="policy", messages=messages, tools=[BASH_TOOL])
     # The agent rewrites its history (e.g. summarises): the prompt follows the new history.
@@ -232,7 +217,7 @@ async def test_keepalive_while_sampling_a_stream(harness):
     h = await harness(keepalive_s=0.02)
     h.sampler.add(Scripted(tokens=reply_tokens(h.proxy.renderer, text_reply("slow answer")), delay=0.15))
     cred = h.proxy.register_trial("trial-k")
-    stream = await client(cred).chat.completions.create(
+    stream = await openai_client(cred).chat.completions.create(
         model="policy", messages=[{"role": "user", "content": "x"}], stream=True
     )
     text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
@@ -246,7 +231,7 @@ async def test_stop_strings_are_cut_from_the_reply(harness, renderer):
     h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
     h.sampler.add(stopped_on_string(renderer, "Counting: 1 2 STOP"))
     cred = h.proxy.register_trial("trial-q")
-    api = client(cred)
+    api = openai_client(cred)
     res = await api.chat.completions.create(
         model="policy", messages=[{"role": "user", "content": "count"}], stop=["STOP"]
     )
@@ -261,7 +246,7 @@ async def test_stop_strings_are_cut_from_the_reply(harness, renderer):
 async def test_tool_choice(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-t")
-    api = client(cred)
+    api = openai_client(cred)
     h.sampler.add(tool_reply("ls"))
     res = await api.chat.completions.create(
         model="policy", messages=[{"role": "user", "content": "go"}], tools=[BASH_TOOL], tool_choice="none"

@@ -12,7 +12,7 @@ from tbconsole.proxy import read_capture
 from tbconsole.proxy.render import full_render
 from tbconsole.proxy.scripted import Scripted, reply_tokens
 
-from tests_support.proxy import spliced_reference, text_reply, tool_reply
+from tests_support.proxy import openai_client, spliced_reference, text_reply, tool_reply
 
 EXEC_PARAMS = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 # Codex's tools: flat function tools, and web_search, which is no function tool.
@@ -73,21 +73,6 @@ CODEX_EXTRAS = {
     "prompt_cache_key": "conv-1",
 }
 
-_clients = []
-
-
-def client(cred) -> openai.AsyncOpenAI:
-    api = openai.AsyncOpenAI(base_url=cred.openai_base_url, api_key=cred.api_key, max_retries=0)
-    _clients.append(api)
-    return api
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients():
-    yield
-    while _clients:
-        await _clients.pop().close()
-
 
 def codex_prefix(renderer, tools=CODEX_SPECS):
     """What Codex's opening request renders as: one system prompt (instructions, then the
@@ -107,7 +92,7 @@ async def test_function_call_round_trip_non_streaming(harness, renderer):
     h.sampler.add(first)
     h.sampler.add(text_reply("Fixed it."))
     cred = h.proxy.register_trial("trial-a")
-    api = client(cred)
+    api = openai_client(cred)
 
     res = await api.responses.create(
         model="policy", instructions=INSTRUCTIONS, input=CODEX_INPUT, tools=CODEX_TOOLS, **CODEX_EXTRAS
@@ -180,7 +165,7 @@ async def test_streaming_events_and_the_final_response(harness, renderer):
     h.sampler.add(tool_reply("cat README.md", thinking="Read it.", text="Reading.", name="exec_command"))
     h.sampler.add(text_reply("Hello there."))
     cred = h.proxy.register_trial("trial-s")
-    api = client(cred)
+    api = openai_client(cred)
 
     stream = await api.responses.create(
         model="policy", instructions=INSTRUCTIONS, input=CODEX_INPUT, tools=CODEX_TOOLS, stream=True, **CODEX_EXTRAS
@@ -227,7 +212,7 @@ async def test_a_length_stop_is_incomplete(harness):
     h.sampler.truncated(text_reply("word " * 50), keep=10)
     h.sampler.truncated(text_reply("word " * 50), keep=10)
     cred = h.proxy.register_trial("trial-l", temperature=0.7)
-    api = client(cred)
+    api = openai_client(cred)
     res = await api.responses.create(model="policy", input="talk", max_output_tokens=4096, temperature=0.2, top_p=0.9)
     assert res.status == "incomplete" and res.incomplete_details.reason == "max_output_tokens"
     assert res.output[-1].status == "incomplete"
@@ -245,7 +230,7 @@ async def test_a_length_stop_is_incomplete(harness):
 async def test_stateless_fields_are_refused(harness):
     h = await harness()
     cred = h.proxy.register_trial("trial-p")
-    api = client(cred)
+    api = openai_client(cred)
     with pytest.raises(openai.BadRequestError) as info:
         await api.responses.create(model="policy", input="hi", previous_response_id="resp_123")
     assert info.value.status_code == 400 and info.value.param == "previous_response_id"
@@ -267,7 +252,7 @@ async def test_stateless_fields_are_refused(harness):
 async def test_hosted_tools_are_dropped_and_reasoning_items_render_as_thinking(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-w")
-    api = client(cred)
+    api = openai_client(cred)
     tools = [
         {"type": "web_search"},
         {"type": "file_search", "vector_store_ids": ["vs_1"]},
@@ -311,7 +296,7 @@ async def test_hosted_tools_are_dropped_and_reasoning_items_render_as_thinking(h
 async def test_tool_choice(harness, renderer):
     h = await harness()
     cred = h.proxy.register_trial("trial-t")
-    api = client(cred)
+    api = openai_client(cred)
     # "none": the tools are not offered; a call the model writes anyway comes back as text.
     h.sampler.add(tool_reply("ls", name="exec_command", text="Let me look."))
     res = await api.responses.create(
@@ -349,7 +334,7 @@ async def test_tool_choice(harness, renderer):
 async def test_context_window_refusal_plain_and_in_the_stream(harness):
     h = await harness(default_max_tokens=100)
     cred = h.proxy.register_trial("trial-c", context_window=120)
-    api = client(cred)
+    api = openai_client(cred)
     with pytest.raises(openai.BadRequestError) as info:
         await api.responses.create(model="policy", input="hello " * 40)
     assert info.value.code == "context_length_exceeded" and info.value.param == "input"
@@ -376,7 +361,7 @@ async def test_sampler_failures(harness):
     h.sampler.add(Scripted(tokens=reply_tokens(h.proxy.renderer, text_reply("x")), delay=0.05))
     h.sampler.add(Scripted(error=RuntimeError("gateway down")))
     cred = h.proxy.register_trial("trial-f")
-    api = client(cred)
+    api = openai_client(cred)
     with pytest.raises(openai.InternalServerError) as info:
         await api.responses.create(model="policy", input="x")
     assert info.value.status_code == 502
@@ -394,7 +379,7 @@ async def test_keepalive_comments_while_sampling(harness):
     h = await harness(keepalive_s=0.02)
     h.sampler.add(Scripted(tokens=reply_tokens(h.proxy.renderer, text_reply("slow answer")), delay=0.15))
     cred = h.proxy.register_trial("trial-k")
-    async with client(cred).responses.stream(model="policy", input="x") as stream:
+    async with openai_client(cred).responses.stream(model="policy", input="x") as stream:
         response = await stream.get_final_response()
     assert response.output_text == "slow answer"
 

@@ -176,3 +176,31 @@ def spliced_reference(
         tail = piece[ends + 1 :] if output and output[-1] in stops else piece[ends:]
         out += message_pieces(renderer, messages[:idx])[2] + output + tail
     return out + suffix
+
+
+# SDK clients the proxy tests open on a harness's credentials; tests/proxy/conftest.py closes them
+# after each test (an unclosed client's connection pool outlives its event loop).
+_OPEN_CLIENTS: list = []
+
+
+def openai_client(cred):
+    """An ``openai.AsyncOpenAI`` on the proxy's OpenAI URL, without the SDK's own retries."""
+    import openai
+
+    api = openai.AsyncOpenAI(base_url=cred.openai_base_url, api_key=cred.api_key, max_retries=0)
+    _OPEN_CLIENTS.append(api)
+    return api
+
+
+def anthropic_client(cred):
+    """An ``anthropic.AsyncAnthropic`` on the proxy's Anthropic URL, without the SDK's own retries."""
+    import anthropic
+
+    api = anthropic.AsyncAnthropic(base_url=cred.anthropic_base_url, api_key=cred.api_key, max_retries=0)
+    _OPEN_CLIENTS.append(api)
+    return api
+
+
+async def close_clients() -> None:
+    while _OPEN_CLIENTS:
+        await _OPEN_CLIENTS.pop().close()
