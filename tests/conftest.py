@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tbconsole.common import offline
-from tbconsole.demo.recipe import MULTI_TURN_FLAG
 from tbconsole.record.events import read_events
 
 from tests_support.paths import FIXTURES, TB2_SAMPLE
@@ -314,6 +313,8 @@ def demo_recording(tmp_path_factory) -> Path:
 
     ``TBCONSOLE_TEST_DEMO_RUN=<run folder>`` reuses a folder recorded earlier (for development;
     CI records its own, so a change to what a run writes is always what the tests see)."""
+    from tbconsole.demo.recipe import MULTI_TURN_FLAG
+
     global _demo_recorded
     reuse = os.environ.get("TBCONSOLE_TEST_DEMO_RUN")
     if reuse:

@@ -116,9 +116,8 @@ def test_the_policy_skips_a_streak_and_brings_it_back_for_one_recheck():
 
 
 def test_families_come_from_task_metadata_else_the_name_rule(tmp_path, tb2_sample):
-    sample = tb2_sample
     plain = make_task(tmp_path, "003-count-lines-017", solve="true\n", test="true\n")
-    dirs = [p for p in sorted(sample.iterdir()) if (p / "task.toml").is_file()] + [plain]
+    dirs = [p for p in sorted(tb2_sample.iterdir()) if (p / "task.toml").is_file()] + [plain]
     families = task_families(dirs, LedgerOptions().family_pattern)
     assert families["fix-git"] == "software-engineering"  # TB2's task.toml [metadata] category
     assert families["003-count-lines-017"] == "count-lines"
